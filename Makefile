@@ -1,0 +1,117 @@
+# continuity.artemis — one entry point for set-up, the lab, the tests and the demo.
+# Every target installs what it needs; a second run reuses .venv and the built lab archive.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT        := $(abspath .)
+PYTHON      ?= python3
+VENV        := $(ROOT)/.venv
+PY          := $(VENV)/bin/python
+BUILD       := $(ROOT)/build
+COLL_ROOT   := $(BUILD)/collections
+COLL_LINK   := $(COLL_ROOT)/ansible_collections/continuity/artemis
+REQS        := requirements/controller.txt requirements/test.txt requirements/constraints.txt
+STAMP       := $(VENV)/.installed
+LAB_VERSIONS ?= 2.33.0 2.44.0
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
+export PATH := $(VENV)/bin:$(PATH)
+export PYSPARK_PYTHON := $(PY)
+
+.PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
+        test-traffic molecule test lab-dist lab-up lab-down demo bench build constraints browser clean
+
+help:
+	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
+	@echo "make test   - set up everything and run every test layer (what CI runs)"
+	@echo "other: lab-up lab-down lab-dist bench build lint sanity unit test-lab test-integration"
+	@echo "       test-pipeline test-agent test-traffic molecule constraints clean"
+
+# --- environment --------------------------------------------------------------------------
+$(STAMP): $(REQS)
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version' 
+	@command -v java >/dev/null || { echo "Java 17+ is required (PySpark): apt-get install openjdk-17-jre-headless"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip wheel
+	$(PY) -m pip install -q -r requirements/controller.txt -r requirements/test.txt -c requirements/constraints.txt
+	touch $@
+
+# The checkout doubles as the collection: link it where Ansible (and plain Python imports of
+# ansible_collections.continuity.artemis...) find it, so agent, pipeline and modules share one module_utils.
+$(COLL_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn $(ROOT) $@
+
+$(VENV)/.collection-pth: $(STAMP) | $(COLL_LINK)
+	echo "$(COLL_ROOT)" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/continuity-artemis-collection.pth"
+	printf '%s\n' "$(ROOT)/lab" "$(ROOT)/pipeline" "$(ROOT)/agent" "$(ROOT)/traffic" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/continuity-artemis-tools.pth"
+	touch $@
+
+venv: $(STAMP) $(VENV)/.collection-pth
+collection: venv
+
+constraints: $(STAMP)
+	{ echo '# Exact versions the suite is tested with (pip freeze of a working .venv). Regenerate: make constraints'; \
+	  $(PY) -m pip freeze --exclude-editable; } > requirements/constraints.txt
+
+# --- tests --------------------------------------------------------------------------------
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ansible-lint --profile production --offline
+
+sanity: venv
+	bash tests/sanity/run.sh
+
+unit: venv
+	bash tests/run-pytest.sh unit tests/unit
+
+test-lab: venv lab-dist
+	bash tests/run-pytest.sh lab tests/lab
+
+test-integration: venv lab-dist
+	bash tests/run-pytest.sh integration tests/integration
+
+test-pipeline: venv
+	bash tests/run-pytest.sh pipeline tests/pipeline
+
+test-agent: venv lab-dist
+	bash tests/run-pytest.sh agent tests/agent
+
+test-traffic: venv lab-dist
+	bash tests/run-pytest.sh traffic tests/traffic
+
+molecule: venv lab-dist
+	bash tests/molecule.sh
+
+test: lint sanity unit test-lab test-traffic test-integration test-agent test-pipeline molecule
+	@echo "make test: every layer passed"
+
+# --- lab ----------------------------------------------------------------------------------
+lab-dist: venv
+	$(PY) -m artemis_lab.dist --out $(BUILD)/lab-dist $(foreach v,$(LAB_VERSIONS),--version $(v))
+
+lab-up: lab-dist
+	bash lab/lab-up.sh
+
+lab-down: venv
+	bash lab/lab-down.sh
+
+# --- the main job ------------------------------------------------------------------------
+demo: lab-dist
+	bash scripts/demo.sh
+
+bench: venv lab-dist
+	bash benchmarks/run.sh
+
+build: venv
+	mkdir -p $(BUILD)/galaxy
+	$(VENV)/bin/ansible-galaxy collection build --force --output-path $(BUILD)/galaxy .
+
+browser:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+clean:
+	bash lab/lab-down.sh 2>/dev/null || true
+	rm -rf $(BUILD) .pytest_cache .ruff_cache
