@@ -1,0 +1,468 @@
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Evidence records (docs/evidence.md, schemas/evidence-v1.schema.json): builders, writer, validation.
+
+Standard library only: the agent, the traffic tool and the pipeline import this file without ansible-core.
+Every writer of evidence goes through here so the format has one implementation.
+
+- ``*_record(...)`` build one record of each kind. A value that is unknown is ``None`` (JSON null) where the
+  schema allows null; optional fields the schema does not allow to be null are left out instead.
+- ``EvidenceWriter`` appends JSON lines, flushes at least once a second (from a background thread, so a
+  ``kill -9`` loses at most the last second) and on close, is thread-safe, and ends a ledger with a
+  ``ledger_end`` record when it is closed.
+- ``validate(record)`` returns a list of problems: JSON Schema validation when ``jsonschema`` is importable and
+  the schema file is found, the built-in required-fields check otherwise.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import json
+import os
+import re
+import threading
+import time
+import uuid
+
+SCHEMA_ID = "continuity.artemis.evidence/1"
+SCHEMA_FILE = "evidence-v1.schema.json"
+KINDS = ("run", "sent", "received", "ledger_end", "lag_sample", "canary", "phase", "incident")
+COMMON_FIELDS = ("schema", "kind", "run_id", "ts")
+
+# Built-in check used when jsonschema (or the schema file, e.g. inside an AnsiballZ payload) is not available.
+# tests/unit/plugins/module_utils/test_evidence.py asserts these lists equal the schema's "required" lists.
+REQUIRED = {
+    "run": ("event", "scenario"),
+    "sent": ("producer", "seq", "msg_id", "address", "site", "send_ts", "confirm_ts", "outcome", "attempt"),
+    "received": ("consumer", "msg_id", "address", "site", "recv_ts", "ack_ts", "delivery_count", "redelivered"),
+    "ledger_end": ("ledger", "writer", "records", "clean"),
+    "lag_sample": ("source", "site", "reachable"),
+    "canary": ("canary_id", "origin_site", "target_site", "address", "sent_ts", "seen_ts", "latency_seconds",
+               "outcome"),
+    "phase": ("runbook", "phase", "start_ts", "end_ts", "decision"),
+    "incident": ("lost_site", "survivor_site", "incident_ts"),
+}
+# Enumerations the built-in check also enforces (the values a consumer of the evidence branches on).
+ENUMS = {
+    ("run", "event"): ("start", "end"),
+    ("sent", "outcome"): ("accepted", "rejected", "released", "modified", "in_doubt", "error"),
+    ("received", "ack_mode"): ("per-message", "batch", "transacted"),
+    ("ledger_end", "ledger"): ("sent", "received"),
+    ("lag_sample", "source"): ("module", "agent", "runbook"),
+    ("canary", "outcome"): ("seen", "timeout", "error"),
+    ("phase", "runbook"): ("status", "swapover", "failover", "failback", "rehearsal", "deploy"),
+    ("phase", "decision"): ("pass", "fail", "rollback", "skipped", "done"),
+}
+SENT_OUTCOMES = ENUMS[("sent", "outcome")]
+ACK_MODES = ENUMS[("received", "ack_mode")]
+CANARY_OUTCOMES = ENUMS[("canary", "outcome")]
+PHASE_DECISIONS = ENUMS[("phase", "decision")]
+
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_FILE_PART_RE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class EvidenceError(ValueError):
+    """A record that does not follow the evidence format, or a bad run id."""
+
+
+# --- run ids and paths ------------------------------------------------------------------------------------
+
+def now():
+    """Epoch seconds (UTC) as a float: the time base of every record."""
+    return time.time()
+
+
+def new_run_id(prefix=None, ts=None):
+    """A sortable, unique run id usable as a directory name: ``[prefix-]YYYYmmddTHHMMSSZ-xxxxxx``."""
+    stamp = datetime.datetime.fromtimestamp(now() if ts is None else ts, tz=datetime.timezone.utc)
+    rid = "%s-%s" % (stamp.strftime("%Y%m%dT%H%M%SZ"), uuid.uuid4().hex[:6])
+    if prefix:
+        rid = "%s-%s" % (safe_name(prefix), rid)
+    return check_run_id(rid)
+
+
+def is_valid_run_id(run_id):
+    """1-128 characters, letters/digits/``._-``, not starting with a dot or dash (it names a directory)."""
+    return isinstance(run_id, str) and bool(_RUN_ID_RE.match(run_id))
+
+
+def check_run_id(run_id):
+    if not is_valid_run_id(run_id):
+        raise EvidenceError("invalid run id %r: use 1-128 characters [A-Za-z0-9._-], starting with a letter "
+                            "or digit" % (run_id,))
+    return run_id
+
+
+def safe_name(name):
+    """A writer name (producer, consumer) made safe for a file name."""
+    cleaned = _FILE_PART_RE.sub("_", str(name)).strip("._-")
+    return cleaned or "unnamed"
+
+
+def run_dir(evidence_dir, run_id, create=True):
+    """``<evidence_dir>/<run_id>``, created when asked."""
+    path = os.path.join(str(evidence_dir), check_run_id(run_id))
+    if create:
+        os.makedirs(path, exist_ok=True)
+    return path
+
+
+def ledger_path(evidence_dir, run_id, ledger, writer, create=True):
+    """By convention ``sent-<producer>.jsonl`` / ``received-<consumer>.jsonl`` in the run directory."""
+    if ledger not in ("sent", "received"):
+        raise EvidenceError("ledger must be 'sent' or 'received', not %r" % (ledger,))
+    return os.path.join(run_dir(evidence_dir, run_id, create), "%s-%s.jsonl" % (ledger, safe_name(writer)))
+
+
+# --- record builders -----------------------------------------------------------------------------------------
+
+def base_record(kind, run_id, ts=None):
+    if kind not in KINDS:
+        raise EvidenceError("unknown evidence kind %r (known: %s)" % (kind, ", ".join(KINDS)))
+    if not isinstance(run_id, str) or not run_id:
+        raise EvidenceError("run_id must be a non-empty string")
+    return {"schema": SCHEMA_ID, "kind": kind, "run_id": run_id, "ts": now() if ts is None else float(ts)}
+
+
+def _record(kind, run_id, ts, fields, optional, extra):
+    """Assemble a record: ``fields`` always present (None -> null), ``optional`` dropped when None (their
+    schema type does not allow null). ``extra`` adds fields the schema leaves open, never overriding ours."""
+    rec = base_record(kind, run_id, ts)
+    rec.update(fields)
+    for key, value in optional.items():
+        if value is not None:
+            rec[key] = value
+    if extra:
+        clash = sorted(set(extra) & set(rec))
+        if clash:
+            raise EvidenceError("extra fields may not override record fields: %s" % ", ".join(clash))
+        rec.update(extra)
+    return rec
+
+
+def run_record(run_id, event, scenario, sites=None, targets=None, params=None, outcome=None, ts=None,
+               extra=None):
+    return _record("run", run_id, ts, {"event": event, "scenario": scenario, "outcome": outcome},
+                   {"sites": sites, "targets": targets, "params": params}, extra)
+
+
+def sent_record(run_id, producer, seq, msg_id, address, site, send_ts, confirm_ts, outcome, attempt=1,
+                durable=None, size=None, error=None, ts=None, extra=None):
+    return _record("sent", run_id, ts, {
+        "producer": producer, "seq": int(seq), "msg_id": msg_id, "address": address, "site": site,
+        "send_ts": send_ts, "confirm_ts": confirm_ts, "outcome": outcome, "attempt": int(attempt),
+        "error": error,
+    }, {"durable": durable, "size": size}, extra)
+
+
+def received_record(run_id, consumer, msg_id, address, site, recv_ts, ack_ts, delivery_count, producer=None,
+                    seq=None, redelivered=None, ack_mode=None, ts=None, extra=None):
+    """``redelivered`` defaults to ``delivery_count > 0`` (docs/evidence.md)."""
+    delivery_count = int(delivery_count or 0)
+    if redelivered is None:
+        redelivered = delivery_count > 0
+    return _record("received", run_id, ts, {
+        "consumer": consumer, "msg_id": msg_id, "producer": producer, "seq": seq, "address": address,
+        "site": site, "recv_ts": recv_ts, "ack_ts": ack_ts, "delivery_count": delivery_count,
+        "redelivered": bool(redelivered),
+    }, {"ack_mode": ack_mode}, extra)
+
+
+def ledger_end_record(run_id, ledger, writer, records, clean, reason=None, ts=None, extra=None):
+    return _record("ledger_end", run_id, ts, {
+        "ledger": ledger, "writer": writer, "records": int(records), "clean": bool(clean), "reason": reason,
+    }, {}, extra)
+
+
+LAG_SAMPLE_FIELDS = ("peer", "connection", "started", "connected", "backlog", "pending_acks", "add_rate",
+                     "drain_rate", "lag_seconds", "queue_diff_count", "passive_consumers", "rpo_messages_est",
+                     "rpo_seconds_est", "rto_seconds_est", "role")
+
+
+def lag_sample_record(run_id, source, site, reachable, queue_diffs=None, notes=None, ts=None, extra=None,
+                      **fields):
+    """Keyword ``fields`` are the nullable lag fields (``LAG_SAMPLE_FIELDS``); missing ones are null."""
+    unknown = sorted(set(fields) - set(LAG_SAMPLE_FIELDS))
+    if unknown:
+        raise EvidenceError("unknown lag_sample field(s): %s" % ", ".join(unknown))
+    values = {"source": source, "site": site, "reachable": bool(reachable)}
+    for name in LAG_SAMPLE_FIELDS:
+        values[name] = fields.get(name)
+    return _record("lag_sample", run_id, ts, values, {"queue_diffs": queue_diffs, "notes": notes}, extra)
+
+
+def canary_record(run_id, canary_id, origin_site, target_site, address, sent_ts, seen_ts, outcome,
+                  latency_seconds=None, error=None, ts=None, extra=None):
+    """``latency_seconds`` defaults to ``seen_ts - sent_ts`` when both are known."""
+    if latency_seconds is None and seen_ts is not None and sent_ts is not None:
+        latency_seconds = max(0.0, seen_ts - sent_ts)
+    return _record("canary", run_id, ts, {
+        "canary_id": canary_id, "origin_site": origin_site, "target_site": target_site, "address": address,
+        "sent_ts": sent_ts, "seen_ts": seen_ts, "latency_seconds": latency_seconds, "outcome": outcome,
+        "error": error,
+    }, {}, extra)
+
+
+def phase_record(run_id, runbook, phase, start_ts, end_ts, decision, reason=None, roles_before=None,
+                 roles_after=None, gate_samples=None, data=None, ts=None, extra=None):
+    return _record("phase", run_id, ts, {
+        "runbook": runbook, "phase": phase, "start_ts": start_ts, "end_ts": end_ts, "decision": decision,
+        "reason": reason,
+    }, {"roles_before": roles_before, "roles_after": roles_after, "gate_samples": gate_samples, "data": data},
+        extra)
+
+
+def incident_record(run_id, lost_site, survivor_site, incident_ts, detected_ts=None, at_risk_events=None,
+                    at_risk_seconds=None, last_known=None, ts=None, extra=None):
+    return _record("incident", run_id, ts, {
+        "lost_site": lost_site, "survivor_site": survivor_site, "incident_ts": incident_ts,
+        "detected_ts": detected_ts, "at_risk_events": at_risk_events, "at_risk_seconds": at_risk_seconds,
+        "last_known": last_known,
+    }, {}, extra)
+
+
+BUILDERS = {
+    "run": run_record, "sent": sent_record, "received": received_record, "ledger_end": ledger_end_record,
+    "lag_sample": lag_sample_record, "canary": canary_record, "phase": phase_record,
+    "incident": incident_record,
+}
+
+
+def build(kind, run_id, **fields):
+    """``build("phase", rid, runbook=..., ...)``: the builder of ``kind`` by name (for playbooks/filters)."""
+    if kind not in BUILDERS:
+        raise EvidenceError("unknown evidence kind %r (known: %s)" % (kind, ", ".join(KINDS)))
+    return BUILDERS[kind](run_id, **fields)
+
+
+# --- validation ----------------------------------------------------------------------------------------------
+
+_validator_lock = threading.Lock()
+_validator_cache = {}
+
+
+def schema_path():
+    """The schema file: ``$CONTINUITY_EVIDENCE_SCHEMA`` or ``<collection root>/schemas/`` next to this file."""
+    env = os.environ.get("CONTINUITY_EVIDENCE_SCHEMA")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "schemas", SCHEMA_FILE)
+
+
+def load_schema(path=None):
+    with open(path or schema_path(), "r", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _jsonschema_validator(path=None):
+    """A cached jsonschema validator, or None when jsonschema or the schema file is not available."""
+    path = path or schema_path()
+    with _validator_lock:
+        if path in _validator_cache:
+            return _validator_cache[path]
+        validator = None
+        try:
+            import jsonschema  # noqa: F401 - optional: modules run on hosts without it
+            from jsonschema import Draft202012Validator
+
+            if os.path.isfile(path):
+                validator = Draft202012Validator(load_schema(path))
+        except ImportError:
+            validator = None
+        _validator_cache[path] = validator
+        return validator
+
+
+def validation_backend():
+    """``"jsonschema"`` or ``"builtin"``: which check ``validate`` uses here."""
+    return "jsonschema" if _jsonschema_validator() is not None else "builtin"
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def builtin_problems(record):
+    """The minimal check: common fields, the kind's required fields, and the enumerations in ``ENUMS``."""
+    if not isinstance(record, dict):
+        return ["record is not a JSON object"]
+    problems = []
+    for key in COMMON_FIELDS:
+        if key not in record:
+            problems.append("missing required field %r" % key)
+    if "schema" in record and record["schema"] != SCHEMA_ID:
+        problems.append("schema is %r, expected %r" % (record["schema"], SCHEMA_ID))
+    if "run_id" in record and (not isinstance(record["run_id"], str) or not 0 < len(record["run_id"]) <= 128):
+        problems.append("run_id must be a string of 1-128 characters")
+    if "ts" in record and (not _is_number(record["ts"]) or record["ts"] < 0):
+        problems.append("ts must be a number >= 0")
+    kind = record.get("kind")
+    if "kind" in record and kind not in KINDS:
+        problems.append("unknown kind %r" % (kind,))
+        return problems
+    for key in REQUIRED.get(kind, ()):
+        if key not in record:
+            problems.append("%s: missing required field %r" % (kind, key))
+    for (enum_kind, key), allowed in ENUMS.items():
+        if enum_kind == kind and key in record and record[key] not in allowed:
+            problems.append("%s: %s is %r, expected one of %s" % (kind, key, record[key], ", ".join(allowed)))
+    return problems
+
+
+def validate(record, backend=None):
+    """Problems with ``record`` as a list of strings (empty = valid). ``backend`` forces "builtin"."""
+    validator = None if backend == "builtin" else _jsonschema_validator()
+    if validator is None:
+        if backend == "jsonschema":
+            raise EvidenceError("jsonschema validation requested but jsonschema or %s is not available"
+                                % schema_path())
+        return builtin_problems(record)
+    problems = []
+    for err in sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path)):
+        where = "/".join(str(p) for p in err.absolute_path) or "(record)"
+        problems.append("%s: %s" % (where, err.message))
+    return problems
+
+
+def check(record, backend=None):
+    """``record`` unchanged when valid, else EvidenceError listing every problem."""
+    problems = validate(record, backend)
+    if problems:
+        raise EvidenceError("invalid %s record: %s" % (record.get("kind") if isinstance(record, dict) else "?",
+                                                        "; ".join(problems)))
+    return record
+
+
+# --- reading --------------------------------------------------------------------------------------------------
+
+def iter_records(path, validate_records=False):
+    """Yield ``(line_number, record)`` for every JSON line in ``path``. A bad line raises EvidenceError with the
+    file and line, except a torn last line (a writer killed mid-write), which is skipped."""
+    with open(path, "r", encoding="utf-8") as fh:
+        lines = fh.readlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            if number == len(lines) and not line.endswith("\n"):
+                return
+            raise EvidenceError("%s:%d: not JSON: %s" % (path, number, exc)) from None
+        if isinstance(rec, dict) and rec.get("schema") != SCHEMA_ID:
+            raise EvidenceError("%s:%d: schema is %r, expected %r" % (path, number, rec.get("schema"), SCHEMA_ID))
+        if validate_records:
+            problems = validate(rec)
+            if problems:
+                raise EvidenceError("%s:%d: %s" % (path, number, "; ".join(problems)))
+        yield number, rec
+
+
+def read_records(path, validate_records=False):
+    return [rec for _, rec in iter_records(path, validate_records)]
+
+
+# --- writer -----------------------------------------------------------------------------------------------------
+
+class EvidenceWriter:
+    """Append-only JSON-lines writer.
+
+    ``ledger`` ("sent"/"received") and ``writer`` (producer/consumer name) make it a ledger: ``close()`` then
+    appends a ``ledger_end`` record with the number of records written. ``validate=True`` checks every record
+    before writing (raises EvidenceError; used by tests and low-rate writers; the traffic tool builds its
+    records with the builders above and leaves it off for speed).
+
+    Thread-safe. Flushes every ``flush_interval`` seconds from a daemon thread, and on ``flush()``/``close()``.
+    """
+
+    def __init__(self, path, run_id=None, ledger=None, writer=None, validate=False, flush_interval=1.0,
+                 create_dirs=True):
+        if ledger is not None and ledger not in ("sent", "received"):
+            raise EvidenceError("ledger must be 'sent', 'received' or None, not %r" % (ledger,))
+        if ledger is not None and (not run_id or not writer):
+            raise EvidenceError("a ledger writer needs run_id and writer (for its ledger_end record)")
+        self.path = str(path)
+        self.run_id = run_id
+        self.ledger = ledger
+        self.writer = writer
+        self.validate = validate
+        self.flush_interval = float(flush_interval)
+        self.records = 0
+        self.closed = False
+        self._dirty = False
+        self._lock = threading.Lock()
+        if create_dirs and os.path.dirname(self.path):
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        # Line buffering would flush every record (slow at thousands/s); a 1 MiB buffer plus the timer bounds
+        # both the syscalls and the loss window.
+        self._fh = open(self.path, "a", encoding="utf-8", buffering=1024 * 1024)
+        self._stop = threading.Event()
+        self._thread = None
+        if self.flush_interval > 0:
+            self._thread = threading.Thread(target=self._flusher, name="evidence-flush:%s" % os.path.basename(
+                self.path), daemon=True)
+            self._thread.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close(clean=True, reason="closed")
+        else:
+            self.close(clean=False, reason="%s: %s" % (exc_type.__name__, exc))
+        return False
+
+    def _flusher(self):
+        # Wakes twice per interval so a record never waits much more than one interval.
+        half = self.flush_interval / 2.0
+        while not self._stop.wait(half):
+            self.flush(only_if_dirty=True)
+
+    def write(self, record):
+        """Append one record (a dict from a builder). Returns the record."""
+        if self.validate:
+            check(record)
+        line = json.dumps(record, separators=(",", ":"), sort_keys=False, allow_nan=False) + "\n"
+        with self._lock:
+            if self.closed:
+                raise EvidenceError("evidence writer %s is closed" % self.path)
+            self._fh.write(line)
+            self.records += 1
+            self._dirty = True
+        return record
+
+    def write_many(self, records):
+        for rec in records:
+            self.write(rec)
+
+    def flush(self, only_if_dirty=False):
+        with self._lock:
+            if self.closed or (only_if_dirty and not self._dirty):
+                return
+            self._fh.flush()
+            self._dirty = False
+
+    def close(self, clean=True, reason=None):
+        """Flush and close; a ledger gets its ``ledger_end`` (``clean`` false = stopped by an error)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        with self._lock:
+            if self.closed:
+                return
+            if self.ledger is not None:
+                end = ledger_end_record(self.run_id, self.ledger, self.writer, self.records, clean, reason)
+                self._fh.write(json.dumps(end, separators=(",", ":")) + "\n")
+            self._fh.flush()
+            try:
+                os.fsync(self._fh.fileno())
+            except OSError:
+                pass  # not every file system supports fsync (pipes, some FUSE mounts); the flush is done
+            self._fh.close()
+            self.closed = True
