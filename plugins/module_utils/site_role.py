@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The site-role model, as pure functions.
+
+A site is ACTIVE when its client acceptors are started and PASSIVE when they are stopped; the mirror has
+its own acceptor that is never fenced (on real Artemis, stopping the acceptor a peer's mirror came in
+through also cuts that mirror). The role therefore is always readable from the broker itself
+(acceptor `Started`), and it survives a restart because the fence is also written to broker.xml as the
+acceptor parameter `autoStart=false` (Artemis 2.16+): a restarted passive broker does not open its client
+acceptors.
+
+Since Artemis 2.43 a config reload recreates an acceptor whose URI changed and starts it only when
+`autoStart` is true, so on those versions activation = write `autoStart=true` then
+`reloadConfigurationFile()`; before 2.43 a reload ignores acceptors, so activation = acceptor `start()`
+and the file change only matters at the next restart.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+ACTIVE = "active"
+PASSIVE = "passive"
+MIXED = "mixed"  # some client acceptors started, some stopped: an interrupted switch
+UNREACHABLE = "unreachable"
+
+# First version whose config reload applies acceptor changes (ARTEMIS-5609).
+ACCEPTOR_RELOAD_SINCE = (2, 43, 0)
+AUTO_START_SINCE = (2, 16, 0)
+
+_ACCEPTOR_RE = re.compile(
+    r'(?P<open><acceptor\b[^>]*\bname\s*=\s*"(?P<name>[^"]*)"[^>]*>)(?P<uri>[^<]*)(?P<close></acceptor>)'
+)
+
+
+def derive_role(acceptor_started, client_acceptors):
+    """Role of a site from `{acceptor name: started}` and the names of its client acceptors.
+
+    Raises ValueError naming the missing acceptors, because a role derived from acceptors that do not
+    exist would be a guess.
+    """
+    missing = [name for name in client_acceptors if name not in acceptor_started]
+    if missing:
+        raise ValueError(
+            "client acceptor(s) %s not found on the broker; acceptors that exist: %s"
+            % (", ".join(missing), ", ".join(sorted(acceptor_started)) or "none")
+        )
+    if not client_acceptors:
+        raise ValueError("client_acceptors is empty: name at least one acceptor that serves clients")
+    states = {bool(acceptor_started[name]) for name in client_acceptors}
+    if states == {True}:
+        return ACTIVE
+    if states == {False}:
+        return PASSIVE
+    return MIXED
+
+
+def split_acceptor_uri(uri):
+    """`tcp://h:p?a=1;b=2` -> (`tcp://h:p`, [(a, 1), (b, 2)]), keeping parameter order."""
+    uri = uri.strip()
+    base, sep, query = uri.partition("?")
+    params = []
+    if sep:
+        for part in query.split(";"):
+            if not part:
+                continue
+            key, _eq, value = part.partition("=")
+            params.append((key, value))
+    return base, params
+
+
+def join_acceptor_uri(base, params):
+    if not params:
+        return base
+    return base + "?" + ";".join("%s=%s" % (k, v) for k, v in params)
+
+
+def set_uri_param(uri, key, value):
+    """Set (or add) one parameter of an acceptor URI, leaving every other parameter as it was."""
+    base, params = split_acceptor_uri(uri)
+    out = []
+    found = False
+    for k, v in params:
+        if k == key:
+            if not found:
+                out.append((k, value))
+            found = True
+        else:
+            out.append((k, v))
+    if not found:
+        out.append((key, value))
+    return join_acceptor_uri(base, out)
+
+
+def acceptor_uris(broker_xml):
+    """`{acceptor name: uri}` of every `<acceptor>` in a broker.xml text."""
+    return {m.group("name"): m.group("uri").strip() for m in _ACCEPTOR_RE.finditer(broker_xml)}
+
+
+def set_acceptors_auto_start(broker_xml, acceptors, auto_start):
+    """Return (new text, changed acceptor names) with `autoStart` set on the named acceptors.
+
+    Only the URI text of those acceptors changes, so the edit is deterministic and `--diff` shows exactly
+    the fence. Raises ValueError naming acceptors that are not in the file.
+    """
+    wanted = "true" if auto_start else "false"
+    present = acceptor_uris(broker_xml)
+    missing = [a for a in acceptors if a not in present]
+    if missing:
+        raise ValueError(
+            "acceptor(s) %s not found in broker.xml; acceptors in the file: %s"
+            % (", ".join(missing), ", ".join(sorted(present)) or "none")
+        )
+    changed = []
+
+    def _edit(match):
+        name = match.group("name")
+        if name not in acceptors:
+            return match.group(0)
+        uri = match.group("uri")
+        _base, params = split_acceptor_uri(uri)
+        current = dict(params).get("autoStart", "true").lower()
+        if current == wanted:
+            return match.group(0)
+        changed.append(name)
+        return match.group("open") + set_uri_param(uri, "autoStart", wanted) + match.group("close")
+
+    return _ACCEPTOR_RE.sub(_edit, broker_xml), changed
+
+
+def persisted_role(broker_xml, client_acceptors):
+    """The role a broker will come up in after a restart, from its broker.xml."""
+    uris = acceptor_uris(broker_xml)
+    auto = {}
+    for name in client_acceptors:
+        if name not in uris:
+            raise ValueError("acceptor %s not found in broker.xml" % name)
+        auto[name] = dict(split_acceptor_uri(uris[name])[1]).get("autoStart", "true").lower() != "false"
+    return derive_role(auto, client_acceptors)
+
+
+def activation_method(version_tuple):
+    """How to open client acceptors so that the running state and broker.xml agree without a bounce."""
+    if version_tuple is not None and tuple(version_tuple[:3]) >= ACCEPTOR_RELOAD_SINCE:
+        return "reload"  # write autoStart=true, then reloadConfigurationFile(): the reload starts them
+    return "start"  # acceptor start() now; the file matters at the next restart

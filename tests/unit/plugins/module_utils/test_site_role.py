@@ -1,0 +1,66 @@
+"""Site-role model: role derivation and the broker.xml fence."""
+
+import pytest
+
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role
+
+BROKER_XML = """<configuration xmlns="urn:activemq">
+  <core xmlns="urn:activemq:core">
+    <acceptors>
+      <!-- clients -->
+      <acceptor name="artemis">tcp://127.0.0.1:61616?protocols=CORE,AMQP;amqpCredits=1000</acceptor>
+      <acceptor name="amqp">tcp://127.0.0.1:5672?protocols=AMQP;autoStart=false</acceptor>
+      <acceptor name="mirror">tcp://127.0.0.1:5673?protocols=AMQP</acceptor>
+    </acceptors>
+  </core>
+</configuration>
+"""
+
+
+def test_derive_role_active_passive_mixed():
+    assert site_role.derive_role({"artemis": True, "amqp": True, "mirror": True}, ["artemis", "amqp"]) == "active"
+    assert site_role.derive_role({"artemis": False, "amqp": False, "mirror": True}, ["artemis", "amqp"]) == "passive"
+    assert site_role.derive_role({"artemis": True, "amqp": False}, ["artemis", "amqp"]) == "mixed"
+
+
+def test_derive_role_names_missing_acceptors():
+    with pytest.raises(ValueError, match=r"client acceptor\(s\) clients not found.*amqp, mirror"):
+        site_role.derive_role({"amqp": True, "mirror": True}, ["clients"])
+
+
+def test_set_uri_param_keeps_other_params_in_order():
+    uri = "tcp://h:1?a=1;autoStart=true;b=2"
+    assert site_role.set_uri_param(uri, "autoStart", "false") == "tcp://h:1?a=1;autoStart=false;b=2"
+    assert site_role.set_uri_param("tcp://h:1", "autoStart", "false") == "tcp://h:1?autoStart=false"
+
+
+def test_fence_edits_only_named_acceptors_and_is_idempotent():
+    text, changed = site_role.set_acceptors_auto_start(BROKER_XML, ["artemis", "amqp"], False)
+    assert changed == ["artemis"]  # amqp already had autoStart=false
+    uris = site_role.acceptor_uris(text)
+    assert uris["artemis"] == "tcp://127.0.0.1:61616?protocols=CORE,AMQP;amqpCredits=1000;autoStart=false"
+    assert uris["mirror"] == "tcp://127.0.0.1:5673?protocols=AMQP"
+    assert "<!-- clients -->" in text  # comments and layout survive
+    again, changed_again = site_role.set_acceptors_auto_start(text, ["artemis", "amqp"], False)
+    assert again == text and changed_again == []
+    assert site_role.persisted_role(text, ["artemis", "amqp"]) == "passive"
+    active, changed = site_role.set_acceptors_auto_start(text, ["artemis", "amqp"], True)
+    assert sorted(changed) == ["amqp", "artemis"]
+    assert site_role.persisted_role(active, ["artemis", "amqp"]) == "active"
+
+
+def test_fence_refuses_unknown_acceptor():
+    with pytest.raises(ValueError, match=r"acceptor\(s\) clients not found in broker.xml"):
+        site_role.set_acceptors_auto_start(BROKER_XML, ["clients"], False)
+
+
+def test_persisted_role_of_the_sample_is_mixed():
+    assert site_role.persisted_role(BROKER_XML, ["artemis", "amqp"]) == "mixed"
+
+
+@pytest.mark.parametrize(
+    ("version", "method"),
+    [((2, 42, 0), "start"), ((2, 43, 0), "reload"), ((2, 44, 0), "reload"), ((2, 30, 0), "start"), (None, "start")],
+)
+def test_activation_method_by_version(version, method):
+    assert site_role.activation_method(version) == method
