@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ansible_collections.continuity.artemis.plugins.module_utils import lag
 
 NOW_MS = 1_795_314_253_347.0  # an epoch-ms value as seen in a real 2.44 capture
