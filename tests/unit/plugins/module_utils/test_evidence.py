@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from ansible_collections.continuity.artemis.plugins.module_utils import evidence as ev
 
 ROOT = Path(__file__).resolve().parents[4]

@@ -1,0 +1,429 @@
+"""A tiny in-process AMQP 1.0 broker for unit tests (python-qpid-proton server side).
+
+It is NOT Artemis and not the lab broker: just enough to exercise the probe and the traffic tool without the lab.
+- Sites: each site is a listener on 127.0.0.1:<free port>; all sites share one proton Container thread.
+- Anycast queues per address; consumers compete; unsettled deliveries return to the queue with
+  ``delivery_count + 1`` when their link/connection goes away (as Artemis does on a consumer crash).
+- Browsers (distribution-mode copy) see every message once, including ones arriving later; a
+  ``name = 'value'`` selector on application properties is honoured (other selectors are ignored).
+- Optional mirror between two sites: sends and acks become events delivered to the peer after ``mirror_delay``
+  seconds, in order; ``cut_mirror()`` holds them (a backlog) until ``restore_mirror()``.
+- ``fence(site)`` closes the listener and drops its connections (clients then get connection refused).
+- ``auto_create=False`` closes links to unknown addresses with amqp:not-found.
+- SASL: proton's server side without Cyrus only offers ANONYMOUS; PLAIN is tested against the lab broker.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import queue
+import re
+import socket
+import threading
+import time
+from typing import Any
+
+from proton import Condition, Delivery, Endpoint
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
+
+_SELECTOR_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*'([^']*)'\s*$")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stored:
+    __slots__ = ("delivery_count", "message", "mid")
+
+    def __init__(self, mid: int, message: Any, delivery_count: int = 0) -> None:
+        self.mid = mid
+        self.message = message
+        self.delivery_count = delivery_count
+
+
+class Site:
+    def __init__(self, name: str, port: int) -> None:
+        self.name = name
+        self.port = port
+        self.queues: dict[str, collections.deque[Stored]] = {}
+        self.consumers: dict[str, list[Any]] = collections.defaultdict(list)
+        self.browsers: dict[str, list[Any]] = collections.defaultdict(list)
+        self.acceptor = None
+        self.connections: set[Any] = set()
+        self.peer: Site | None = None
+        self.accepted_sends = 0
+        self.acks = 0
+
+    @property
+    def url(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+
+def _selector_of(link) -> tuple[str, str] | None:
+    try:
+        filt = link.remote_source.filter.get_object()
+    except Exception:
+        return None
+    if not filt:
+        return None
+    for value in filt.values():
+        text = getattr(value, "value", value)
+        if isinstance(text, str):
+            m = _SELECTOR_RE.match(text)
+            if m:
+                return m.group(1), m.group(2)
+    return None
+
+
+def _matches(sel: tuple[str, str] | None, msg) -> bool:
+    if sel is None:
+        return True
+    return str((msg.properties or {}).get(sel[0])) == sel[1]
+
+
+class MiniBroker(MessagingHandler):
+    """``with MiniBroker(["dc1", "dc2"], mirror=True) as b: b.url("dc1")``."""
+
+    def __init__(self, sites=("dc1",), mirror: bool = False, mirror_delay: float = 0.0, auto_create: bool = True,
+                 known_addresses=()) -> None:
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
+        self.sites = {name: Site(name, free_port()) for name in sites}
+        if mirror:
+            a, b = list(self.sites.values())[:2]
+            a.peer, b.peer = b, a
+        self.mirror_delay = mirror_delay
+        self.mirror_cut = False
+        self.auto_create = auto_create
+        self.known = set(known_addresses)
+        self._ids = itertools.count(1)
+        self._events: collections.deque = collections.deque()  # (due, fn) mirror events in order
+        self._cmds: queue.Queue = queue.Queue()
+        self._unsettled: dict[Any, tuple[Site, str, Stored]] = {}
+        self.container = Container(self)
+        self.container.container_id = "minibroker"
+        self.thread = threading.Thread(target=self.container.run, name="minibroker", daemon=True)
+        self._started = threading.Event()
+        self._stop = False
+
+    # --- test-thread API ---------------------------------------------------------------------------------
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self) -> None:
+        self.thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("mini broker did not start")
+
+    def stop(self) -> None:
+        self.call(self._shutdown)
+        self.thread.join(10)
+
+    def url(self, site: str) -> str:
+        return self.sites[site].url
+
+    def call(self, fn, *args, timeout: float = 10.0):
+        """Run ``fn(*args)`` on the broker thread and return its result."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def run():
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:  # handed back to the caller
+                box["error"] = exc
+            done.set()
+
+        self._cmds.put(run)
+        if not done.wait(timeout):
+            raise TimeoutError("mini broker did not answer")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def depth(self, site: str, address: str) -> int:
+        return self.call(lambda: len(self.sites[site].queues.get(address, ())))
+
+    def bodies(self, site: str, address: str) -> list[Any]:
+        return self.call(lambda: [s.message.body for s in self.sites[site].queues.get(address, ())])
+
+    def message_ids(self, site: str, address: str) -> list[Any]:
+        return self.call(lambda: [s.message.id for s in self.sites[site].queues.get(address, ())])
+
+    def fence(self, site: str) -> None:
+        self.call(self._fence, site)
+
+    def unfence(self, site: str) -> None:
+        self.call(self._listen, self.sites[site])
+
+    def drop_connections(self, site: str) -> None:
+        """Abruptly drop every client connection of ``site`` (the listener stays): like a broker crash."""
+        self.call(self._drop, self.sites[site])
+
+    def cut_mirror(self) -> None:
+        self.call(setattr, self, "mirror_cut", True)
+
+    def restore_mirror(self) -> None:
+        self.call(setattr, self, "mirror_cut", False)
+
+    def set_mirror_delay(self, delay: float) -> None:
+        self.call(setattr, self, "mirror_delay", delay)
+
+    def mirror_backlog(self) -> int:
+        return self.call(lambda: len(self._events))
+
+    def create_address(self, address: str) -> None:
+        self.call(self.known.add, address)
+
+    # --- broker thread ---------------------------------------------------------------------------------------
+    def on_start(self, event) -> None:
+        for site in self.sites.values():
+            self._listen(site)
+        event.container.schedule(0.005, self)
+        self._started.set()
+
+    def on_timer_task(self, event) -> None:
+        while True:
+            try:
+                cmd = self._cmds.get_nowait()
+            except queue.Empty:
+                break
+            cmd()
+        self._run_mirror()
+        if not self._stop:
+            event.container.schedule(0.005, self)
+
+    def _shutdown(self) -> None:
+        self._stop = True
+        for site in self.sites.values():
+            self._fence(site.name)
+
+    def _listen(self, site: Site) -> None:
+        if site.acceptor is None:
+            site.acceptor = self.container.acceptor("127.0.0.1", site.port)
+
+    def _fence(self, name: str) -> None:
+        site = self.sites[name]
+        if site.acceptor is not None:
+            site.acceptor.close()
+            site.acceptor = None
+        self._drop(site)
+
+    def _drop(self, site: Site) -> None:
+        for conn in list(site.connections):
+            self._connection_gone(conn)
+            conn.close()
+            if conn.transport is not None:
+                conn.transport.close_tail()
+                conn.transport.close_head()
+        site.connections.clear()
+
+    def _site_of(self, conn) -> Site:
+        acc = getattr(conn, "_acceptor", None)
+        for site in self.sites.values():
+            if site.acceptor is acc and acc is not None:
+                return site
+        site = getattr(conn, "_mini_site", None)
+        if site is None:
+            raise RuntimeError("connection of unknown site")
+        return site
+
+    def on_connection_opening(self, event) -> None:
+        site = self._site_of(event.connection)
+        event.connection._mini_site = site
+        site.connections.add(event.connection)
+        event.connection.open()
+
+    def on_link_opening(self, event) -> None:
+        link = event.link
+        site = event.connection._mini_site
+        if link.is_sender:
+            address = link.remote_source.address
+            link.source.address = address
+            if not self._exists(site, address):
+                self._not_found(link, address)
+                return
+            link._mini = (site, address, _selector_of(link))
+            link._mini_id = next(self._ids)  # wrapper objects are not identical across events: compare ids
+            link._browse_seen = set()
+            browse = link.remote_source.distribution_mode == 2  # COPY
+            link.source.distribution_mode = link.remote_source.distribution_mode
+            link._browse = browse
+            (site.browsers if browse else site.consumers)[address].append(link)
+        else:
+            address = link.remote_target.address
+            link.target.address = address
+            if address and not self._exists(site, address):
+                self._not_found(link, address)
+                return
+            link._mini = (site, address, None)
+            link.flow(1000)
+        link.open()
+
+    def _exists(self, site: Site, address: str | None) -> bool:
+        if not address:
+            return False
+        if self.auto_create or address in self.known:
+            site.queues.setdefault(address, collections.deque())
+            return True
+        return address in site.queues
+
+    def _not_found(self, link, address) -> None:
+        # Attach first, then detach with the error once the attach went out (as Artemis answers).
+        link._mini = None
+        link._mini_close = Condition("amqp:not-found", f"AMQ119017: Queue {address} does not exist")
+        link.open()
+
+    def on_link_opened(self, event) -> None:
+        cond = getattr(event.link, "_mini_close", None)
+        if cond is not None:
+            event.link.condition = cond
+            event.link.close()
+
+    def on_message(self, event) -> None:
+        site, address, _ = event.link._mini
+        address = address or event.message.address
+        stored = Stored(next(self._ids), event.message)
+        self._store(site, address, stored)
+        event.delivery.update(Delivery.ACCEPTED)
+        event.delivery.settle()
+        site.accepted_sends += 1
+        if event.link.credit < 500:
+            event.link.flow(1000 - event.link.credit)
+        if site.peer is not None:
+            peer, mid, msg = site.peer, stored.mid, event.message
+            self._mirror(lambda: self._store(peer, address, Stored(mid, msg)))
+
+    def _store(self, site: Site, address: str, stored: Stored) -> None:
+        site.queues.setdefault(address, collections.deque()).append(stored)
+        self._dispatch(site, address)
+
+    def _mirror(self, fn) -> None:
+        self._events.append((time.monotonic() + self.mirror_delay, fn))
+
+    def _run_mirror(self) -> None:
+        if self.mirror_cut:
+            return
+        now = time.monotonic()
+        while self._events and self._events[0][0] <= now:
+            _, fn = self._events.popleft()
+            fn()
+
+    def on_sendable(self, event) -> None:
+        site, address, _ = event.link._mini
+        self._dispatch(site, address)
+
+    def _dispatch(self, site: Site, address: str) -> None:
+        q = site.queues.get(address)
+        if q is None:
+            return
+        for link in list(site.browsers.get(address, ())):
+            if link.state & Endpoint.LOCAL_CLOSED:
+                continue
+            _, _, sel = link._mini
+            for stored in q:
+                if link.credit <= 0:
+                    break
+                if stored.mid in link._browse_seen or not _matches(sel, stored.message):
+                    continue
+                link._browse_seen.add(stored.mid)
+                stored.message.delivery_count = stored.delivery_count
+                dlv = link.send(stored.message)
+                dlv.settle()  # browsing never acquires
+        consumers = [lk for lk in site.consumers.get(address, ()) if not lk.state & Endpoint.LOCAL_CLOSED]
+        if not consumers:
+            return
+        progress = True
+        while q and progress:
+            progress = False
+            for link in consumers:
+                if not q or link.credit <= 0:
+                    continue
+                _, _, sel = link._mini
+                pick = next((s for s in q if _matches(sel, s.message)), None)
+                if pick is None:
+                    continue
+                q.remove(pick)
+                pick.message.delivery_count = pick.delivery_count
+                dlv = link.send(pick.message)
+                self._unsettled[dlv] = (site, address, pick)
+                progress = True
+
+    def on_delivery(self, event) -> None:
+        dlv = event.delivery
+        if dlv.link.is_sender and dlv in self._unsettled and (dlv.updated or dlv.remote_settled):
+            site, address, stored = self._unsettled.pop(dlv)
+            state = dlv.remote_state
+            if state == Delivery.ACCEPTED:
+                site.acks += 1
+                if site.peer is not None:
+                    peer, mid = site.peer, stored.mid
+                    self._mirror(lambda: self._remove(peer, address, mid))
+            elif state == Delivery.MODIFIED:
+                stored.delivery_count += 1
+                site.queues[address].appendleft(stored)
+            elif state in (Delivery.RELEASED,):
+                site.queues[address].appendleft(stored)
+            dlv.settle()
+            self._dispatch(site, address)
+
+    def _remove(self, site: Site, address: str, mid: int) -> None:
+        q = site.queues.get(address)
+        if q is None:
+            return
+        for stored in q:
+            if stored.mid == mid:
+                q.remove(stored)
+                return
+
+    def _requeue_link(self, link) -> None:
+        mini = getattr(link, "_mini", None)
+        if mini is None or not link.is_sender:
+            return
+        site, address, _ = mini
+        (site.browsers if link._browse else site.consumers)[address][:] = [
+            lk for lk in (site.browsers if link._browse else site.consumers)[address] if lk is not link]
+        lid = link._mini_id
+        back = [(d, v) for d, v in self._unsettled.items() if getattr(d.link, "_mini_id", None) == lid]
+        for dlv, (_, _, stored) in reversed(back):
+            del self._unsettled[dlv]
+            stored.delivery_count += 1
+            site.queues[address].appendleft(stored)
+        link._mini = None
+        self._dispatch(site, address)
+
+    def _connection_gone(self, conn) -> None:
+        link = conn.link_head(0)
+        while link:
+            self._requeue_link(link)
+            link = link.next(0)
+        site = getattr(conn, "_mini_site", None)
+        if site is not None:
+            site.connections.discard(conn)
+
+    def on_link_closing(self, event) -> None:
+        self._requeue_link(event.link)
+        event.link.close()
+
+    def on_connection_closing(self, event) -> None:
+        self._connection_gone(event.connection)
+        event.connection.close()
+
+    def on_disconnected(self, event) -> None:
+        if event.connection is not None:
+            self._connection_gone(event.connection)
+
+    def on_transport_closed(self, event) -> None:
+        if event.connection is not None:
+            self._connection_gone(event.connection)
+
+    def on_transport_error(self, event) -> None:
+        pass  # a client going away is normal here
