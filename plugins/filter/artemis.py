@@ -1,0 +1,168 @@
+# Copyright: continuity.artemis contributors
+# Apache License 2.0 (see galaxy.yml)
+"""Jinja2 filters for the broker and mirror roles.
+
+* ``artemis_password_hash(password, seed)``: the one-way ``ENC(iterations:salt:hash)`` value Artemis'
+  PropertiesLoginModule verifies (DefaultSensitiveStringCodec "one-way": PBKDF2WithHmacSHA1, 1024 iterations,
+  32-byte salt, 64-byte key, upper-case hex). The salt is derived from ``seed`` (host + user name) instead of
+  drawn at random, so the same password renders the same line on every run and ``--diff``/idempotence stay
+  quiet; a changed password or user still changes the hash. Salts must be unique, not secret.
+* ``artemis_mask(password, key)``: the two-way ``ENC(...)`` Artemis decodes in broker.xml (Blowfish/ECB/PKCS5
+  with the codec key, default ``clusterpassword``, written as Java's signed BigInteger hex). This is
+  obfuscation: anyone with the key decodes it; file permissions protect the secret.
+* ``artemis_unmask(value, key)``: the inverse, for tests and checks.
+* ``artemis_without_secrets(data)``: a copy with every ``password``-like key replaced by ``has_password``.
+* ``artemis_version_from_name(path)``: ``2.44.0`` from ``apache-artemis-2.44.0-bin.tar.gz`` or
+  ``lab-artemis-2.33.0-bin.zip``; ``''`` when the name carries no version.
+* ``artemis_home_dir(path)``: the archive's top directory name (``apache-artemis-2.44.0``).
+* ``artemis_merge_security(a, b)``: security settings merged by match (roles united per permission).
+* ``artemis_roles_map(users)``: ``{role: [users]}`` for artemis-roles.properties.
+"""
+
+
+
+import hashlib
+import os
+import re
+
+from ansible.errors import AnsibleFilterError
+
+ITERATIONS = 1024
+SALT_BYTES = 32
+KEY_BYTES = 64
+DEFAULT_MASK_KEY = "clusterpassword"
+ARCHIVE_NAME = re.compile(r"^(?P<top>(?:apache|lab)-artemis-(?P<version>\d+\.\d+\.\d+)(?:[.-][A-Za-z0-9.]+?)?)"
+                          r"-bin\.(?:tar\.gz|tgz|zip)$")
+
+
+def artemis_password_hash(password, seed, iterations=ITERATIONS):
+    if password is None or str(password) == "":
+        raise AnsibleFilterError("artemis_password_hash: empty password")
+    salt = hashlib.sha256((f"continuity.artemis:{seed}").encode()).digest()
+    salt = (salt + hashlib.sha256(salt).digest())[:SALT_BYTES]
+    digest = hashlib.pbkdf2_hmac("sha1", str(password).encode("utf-8"), salt, int(iterations), KEY_BYTES)
+    return f"ENC({int(iterations)}:{salt.hex().upper()}:{digest.hex().upper()})"
+
+
+def artemis_password_verify(password, stored):
+    m = re.match(r"^ENC\((\d+):([0-9A-Fa-f]+):([0-9A-Fa-f]+)\)$", stored or "")
+    if not m:
+        return stored == password
+    want = bytes.fromhex(m.group(3))
+    got = hashlib.pbkdf2_hmac("sha1", str(password).encode("utf-8"), bytes.fromhex(m.group(2)),
+                              int(m.group(1)), len(want))
+    return got == want
+
+
+def _blowfish(key):
+    try:
+        from cryptography.hazmat.decrepit.ciphers.algorithms import Blowfish
+    except ImportError:  # cryptography < 43
+        from cryptography.hazmat.primitives.ciphers.algorithms import Blowfish
+    from cryptography.hazmat.primitives.ciphers import Cipher, modes
+
+    return Cipher(Blowfish(key.encode("utf-8")), modes.ECB())
+
+
+def artemis_mask(password, key=DEFAULT_MASK_KEY):
+    if password is None:
+        raise AnsibleFilterError("artemis_mask: no password")
+    from cryptography.hazmat.primitives import padding
+
+    padder = padding.PKCS7(64).padder()
+    data = padder.update(str(password).encode("utf-8")) + padder.finalize()
+    enc = _blowfish(key or DEFAULT_MASK_KEY).encryptor()
+    raw = enc.update(data) + enc.finalize()
+    # Java: new BigInteger(bytes).toString(16) -> signed two's complement, no leading zeros
+    return "ENC({})".format(format(int.from_bytes(raw, "big", signed=True), "x"))
+
+
+def artemis_unmask(value, key=DEFAULT_MASK_KEY):
+    from cryptography.hazmat.primitives import padding
+
+    m = re.match(r"^ENC\((-?[0-9a-fA-F]+)\)$", value or "")
+    if not m:
+        return value
+    n = int(m.group(1), 16)
+    length = ((n if n >= 0 else ~n).bit_length() // 8) + 1  # Java toByteArray(): minimal two's complement
+    raw = n.to_bytes(length, "big", signed=True)
+    if len(raw) % 8:
+        raw = (b"\xff" if n < 0 else b"\x00") * (8 - len(raw) % 8) + raw
+    dec = _blowfish(key or DEFAULT_MASK_KEY).decryptor()
+    data = dec.update(raw) + dec.finalize()
+    unpadder = padding.PKCS7(64).unpadder()
+    return (unpadder.update(data) + unpadder.finalize()).decode("utf-8")
+
+
+def artemis_without_secrets(data):
+    if isinstance(data, dict):
+        out = {}
+        for k, v in data.items():
+            if "password" in str(k).lower():
+                out["has_password"] = v not in (None, "")
+            else:
+                out[k] = artemis_without_secrets(v)
+        return out
+    if isinstance(data, (list, tuple)):
+        return [artemis_without_secrets(v) for v in data]
+    return data
+
+
+def artemis_version_from_name(path):
+    m = ARCHIVE_NAME.match(os.path.basename(str(path or "")))
+    return m.group("version") if m else ""
+
+
+def artemis_home_dir(path):
+    m = ARCHIVE_NAME.match(os.path.basename(str(path or "")))
+    if not m:
+        name = os.path.basename(str(path or ""))
+        raise AnsibleFilterError(
+            f"artemis_home_dir: {name!r} is not named <apache|lab>-artemis-<version>-bin.<tar.gz|zip>")
+    return m.group("top")
+
+
+def artemis_merge_security(*lists):
+    """Security settings from several lists (role defaults, mirror role) merged by ``match``: the roles of
+    each permission type are united. Artemis keeps only the LAST <security-setting> of a given match, so two
+    lists both using ``#`` would otherwise silently drop one of them."""
+    merged = {}
+    order = []
+    for items in lists:
+        for item in items or []:
+            match = item["match"]
+            if match not in merged:
+                merged[match] = {}
+                order.append(match)
+            for ptype, roles in (item.get("permissions") or {}).items():
+                have = merged[match].setdefault(ptype, [])
+                for role in roles or []:
+                    if role not in have:
+                        have.append(role)
+    return [{"match": m, "permissions": {k: sorted(v) for k, v in sorted(merged[m].items())}} for m in order]
+
+
+def artemis_roles_map(users):
+    """[{name, roles}] -> {role: [user, ...]} (sorted), the shape of artemis-roles.properties."""
+    out = {}
+    for user in users or []:
+        for role in user.get("roles") or []:
+            out.setdefault(role, [])
+            if user["name"] not in out[role]:
+                out[role].append(user["name"])
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "artemis_password_hash": artemis_password_hash,
+            "artemis_password_verify": artemis_password_verify,
+            "artemis_mask": artemis_mask,
+            "artemis_unmask": artemis_unmask,
+            "artemis_without_secrets": artemis_without_secrets,
+            "artemis_version_from_name": artemis_version_from_name,
+            "artemis_home_dir": artemis_home_dir,
+            "artemis_merge_security": artemis_merge_security,
+            "artemis_roles_map": artemis_roles_map,
+        }

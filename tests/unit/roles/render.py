@@ -1,0 +1,92 @@
+"""Render the roles' real templates with the role defaults, Ansible's filters/tests and this collection's filters,
+the way the template module does (trim_blocks, keep_trailing_newline), without a host or a broker."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import jinja2
+import jinja2.nativetypes
+import yaml
+from ansible.plugins.filter.core import FilterModule as CoreFilters
+from ansible.plugins.test.core import TestModule as CoreTests
+
+from ansible_collections.continuity.artemis.plugins.filter.artemis import FilterModule as ArtemisFilters
+
+ROOT = Path(__file__).resolve().parents[3]
+ROLES = ROOT / "roles"
+SCHEMA_ROOT = Path(os.environ.get("ARTEMIS_SCHEMA_ROOT", ROOT.parent / "shared" / "artemis-schema"))
+VARS_DIR = Path(__file__).parent / "vars"
+
+
+def schema_versions() -> list[str]:
+    if not SCHEMA_ROOT.is_dir():
+        return []
+    return sorted((p.name for p in SCHEMA_ROOT.iterdir() if (p / "artemis-server.xsd").exists()),
+                  key=lambda s: tuple(int(x) for x in s.split(".")))
+
+
+def environment(role: str, native: bool = False) -> jinja2.Environment:
+    cls = jinja2.nativetypes.NativeEnvironment if native else jinja2.Environment
+    env = cls(
+        loader=jinja2.FileSystemLoader(str(ROLES / role / "templates")),
+        trim_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    for name, fn in CoreFilters().filters().items():
+        env.filters.setdefault(name, fn)  # jinja's own `default` copes with StrictUndefined; Ansible's does not
+        env.filters["ansible.builtin." + name] = fn
+    for name, fn in CoreTests().tests().items():
+        env.tests[name] = fn
+        env.tests["ansible.builtin." + name] = fn
+    for name, fn in ArtemisFilters().filters().items():
+        env.filters["continuity.artemis." + name] = fn
+    return env
+
+
+def role_defaults(role: str) -> dict:
+    return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+
+
+def _resolve(value, env, ctx):
+    if isinstance(value, str) and "{{" in value:
+        try:
+            return env.from_string(value).render(**ctx)
+        except jinja2.UndefinedError:  # needs a fact this test does not set (broker__home): left as is
+            return value
+    if isinstance(value, dict):
+        return {k: _resolve(v, env, ctx) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, env, ctx) for v in value]
+    return value
+
+
+def role_vars(role: str) -> dict:
+    path = ROLES / role / "vars" / "main.yml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def context(role: str, overrides: dict, facts: dict | None = None) -> dict:
+    """defaults < overrides (inventory) < role vars/main.yml < facts, resolved like Ansible's lazy templating
+    (native types, so a templated list stays a list)."""
+    env = environment(role, native=True)
+    ctx = {"inventory_hostname": "dc1", "playbook_dir": str(ROOT / "playbooks")}
+    ctx.update(copy.deepcopy(role_defaults(role)))
+    ctx.update(copy.deepcopy(overrides))
+    ctx.update(copy.deepcopy(role_vars(role)))
+    ctx.update(facts or {})
+    for _ in range(4):  # values reference each other (broker_instance_dir -> broker_name)
+        ctx = {k: _resolve(v, env, ctx) for k, v in ctx.items()}
+    return ctx
+
+
+def render(role: str, template: str, overrides: dict, facts: dict | None = None) -> str:
+    env = environment(role)
+    return env.get_template(template).render(**context(role, overrides, facts))
+
+
+def load_vars(name: str) -> dict:
+    return yaml.safe_load((VARS_DIR / name).read_text())

@@ -1,0 +1,151 @@
+"""broker.xml rendered through the role's real template validates against the Artemis schema of every version
+that supports the features it uses, and is rejected (by the schema and by the semantic check, naming the
+variable) on versions that lack them."""
+
+from __future__ import annotations
+
+import pytest
+from lxml import etree
+
+from ansible_collections.continuity.artemis.plugins.module_utils import broker_xml
+
+from .render import VARS_DIR, context, load_vars, render, schema_versions
+
+VERSIONS = schema_versions()
+CASES = sorted(p.name for p in VARS_DIR.glob("*.yml"))
+NS = {"c": "urn:activemq:core"}
+
+needs_schemas = pytest.mark.skipif(
+    not VERSIONS, reason="no Artemis schemas at ../shared/artemis-schema (set ARTEMIS_SCHEMA_ROOT)")
+
+
+def _supported(features, version):
+    return all(broker_xml.supports(version, f) for f in features)
+
+
+def _render(case, version):
+    spec = load_vars(case)
+    facts = {"broker__version": version}
+    xml = render("broker", "broker.xml.j2", spec["vars"], facts)
+    config = context("broker", spec["vars"], facts)["broker__validate_config"]
+    return spec, xml, config
+
+
+@needs_schemas
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("case", CASES)
+def test_render_validates_where_supported(case, version):
+    spec, xml, config = _render(case, version)
+    schema = broker_xml.schema_errors(xml, str(_schema_dir(version)))
+    semantic = broker_xml.semantic_errors(config, version)
+    if _supported(spec["features"], version):
+        assert schema == [], "\n".join(schema)
+        assert semantic == [], "\n".join(semantic)
+    else:
+        assert schema, "schema {} accepted a feature it lacks ({})".format(version, spec["features"])
+        assert any("needs Artemis" in e for e in semantic), semantic
+
+
+def _schema_dir(version):
+    from .render import SCHEMA_ROOT
+
+    return SCHEMA_ROOT / version
+
+
+def test_every_feature_case_is_unsupported_somewhere():
+    """Guard against a vacuous matrix: each feature case must hit at least one version that rejects it."""
+    if not VERSIONS:
+        pytest.skip("no Artemis schemas at ../shared/artemis-schema")
+    for case in CASES:
+        features = load_vars(case)["features"]
+        if features:
+            assert not all(_supported(features, v) for v in VERSIONS), case
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_render_is_deterministic(case):
+    spec = load_vars(case)
+    a = render("broker", "broker.xml.j2", spec["vars"], {"broker__version": "2.44.0"})
+    b = render("broker", "broker.xml.j2", spec["vars"], {"broker__version": "2.44.0"})
+    assert a == b
+
+
+def _doc(xml):
+    return etree.fromstring(xml.encode())
+
+
+def test_dual_mirror_attributes_are_kept_exactly():
+    _spec, xml, _ = _render("dual_mirror_ha.yml", "2.44.0")
+    doc = _doc(xml)
+    conn = doc.find(".//c:amqp-connection", NS)
+    assert conn.get("uri") == "tcp://dc2a.example.net:5673#tcp://dc2b.example.net:5673"
+    assert conn.get("name") == "DC2"
+    assert conn.get("retry-interval") == "1000"
+    assert conn.get("reconnect-attempts") == "-1"
+    assert conn.get("password").startswith("ENC(") and "mirror-secret" not in xml
+    from ansible_collections.continuity.artemis.plugins.filter.artemis import artemis_unmask
+
+    assert artemis_unmask(conn.get("password")) == "mirror-secret"
+    mirror = conn.find("c:mirror", NS)
+    # The reference collection drops sync and lower-cases values: we keep both.
+    assert mirror.get("sync") == "true"
+    assert mirror.get("queue-removal") == "false"
+    assert mirror.get("address-filter") == "Orders.,!Orders.Tmp"
+    assert [(p.get("key"), p.get("value")) for p in mirror.findall("c:property", NS)] == [
+        ("tunnel-core-messages", "true")]
+    names = [a.get("name") for a in doc.findall(".//c:acceptor", NS)]
+    assert names == ["artemis", "amqp", "mirror"]
+    assert doc.find(".//c:mirror-ack-manager-queue-attempts", NS).text == "8"
+
+
+def test_mirror_without_properties_is_self_closed_for_old_versions():
+    _, xml, _ = _render("dual_mirror_legacy.yml", "2.30.0")
+    mirror = _doc(xml).find(".//c:mirror", NS)
+    assert mirror.text is None and len(mirror) == 0
+    assert mirror.get("durable") == "false"
+
+
+@pytest.mark.parametrize(
+    ("case", "version", "path"),
+    [
+        ("ha_primary_only.yml", "2.30.0", "c:ha-policy/c:live-only"),
+        ("ha_primary_only.yml", "2.33.0", "c:ha-policy/c:primary-only"),
+        ("ha_replication_primary.yml", "2.30.0", "c:ha-policy/c:replication/c:master"),
+        ("ha_replication_backup.yml", "2.30.0", "c:ha-policy/c:replication/c:slave"),
+        ("ha_replication_primary.yml", "2.33.0", "c:ha-policy/c:replication/c:primary"),
+        ("ha_shared_store_backup.yml", "2.44.0", "c:ha-policy/c:shared-store/c:backup"),
+        ("ha_shared_store_primary.yml", "2.31.0", "c:ha-policy/c:shared-store/c:master"),
+    ],
+)
+def test_ha_policy_names_follow_the_version(case, version, path):
+    _, xml, _ = _render(case, version)
+    core = _doc(xml).find("c:core", NS)
+    assert core.find(path, NS) is not None, xml
+
+
+def test_plugins_render_class_and_sorted_properties():
+    _, xml, _ = _render("plugins.yml", "2.44.0")
+    plugins = _doc(xml).findall(".//c:broker-plugin", NS)
+    assert [p.get("class-name") for p in plugins] == [
+        "org.apache.activemq.artemis.core.server.plugin.impl.LoggingActiveMQServerPlugin",
+        "com.example.NoPropertiesPlugin"]
+    assert [(p.get("key"), p.get("value")) for p in plugins[0]] == [
+        ("LOG_CONNECTION_EVENTS", "true"), ("LOG_SESSION_EVENTS", "false")]
+
+
+def test_port_offset_applies_to_acceptors():
+    xml = render("broker", "broker.xml.j2", {"broker_admin_password": "x", "broker_port_offset": 100},
+                 {"broker__version": "2.44.0"})
+    uris = [a.text for a in _doc(xml).findall(".//c:acceptor", NS)]
+    assert uris[0].startswith("tcp://0.0.0.0:61716?") and uris[1].startswith("tcp://0.0.0.0:61717?")
+
+
+def test_security_settings_merge_by_match():
+    _, xml, _ = _render("dual_mirror_ha.yml", "2.44.0")
+    settings = _doc(xml).findall(".//c:security-setting", NS)
+    matches = [s.get("match") for s in settings]
+    assert matches.count("#") == 1  # a duplicate match would make Artemis drop one of them
+    hash_setting = settings[matches.index("#")]
+    perms = {p.get("type"): p.get("roles") for p in hash_setting}
+    assert perms["send"] == "amq,app,mirror"
+    assert perms["createAddress"] == "mirror"
