@@ -32,6 +32,9 @@ from urllib.parse import urlsplit
 DEFAULT_TIMEOUT = 10.0
 #: Requests that never change broker state: safe to retry after a connection error.
 SAFE_TYPES = frozenset(("read", "search", "version", "list"))
+#: Artemis operations that only read state; a bulk with these stays retriable.
+READ_ONLY_OPERATIONS = frozenset(("listBrokerConnections", "listQueues", "listAddresses", "countMessages",
+                                  "listConsumers", "listConnections", "listProducers"))
 ARTEMIS_DOMAIN = "org.apache.activemq.artemis"
 
 _ORIGIN_RE = re.compile(r"Origin (\S+) is not allowed", re.IGNORECASE)
@@ -126,6 +129,15 @@ def list_request(path: Optional[str] = None, max_depth: Optional[int] = None) ->
 
 def version_request() -> dict:
     return {"type": "version"}
+
+
+def is_safe(req: dict) -> bool:
+    """True when repeating ``req`` cannot change broker state (retry allowed)."""
+    if req.get("type") in SAFE_TYPES:
+        return True
+    if req.get("type") == "exec":
+        return str(req.get("operation", "")).split("(")[0] in READ_ONLY_OPERATIONS
+    return False
 
 
 def describe_request(req: Optional[dict]) -> str:
@@ -413,7 +425,7 @@ class JolokiaClient:
         reqs = list(requests)
         if not reqs:
             return []
-        safe = all(r.get("type") in SAFE_TYPES for r in reqs)
+        safe = all(is_safe(r) for r in reqs)
         doc = self._post(reqs, safe)
         if isinstance(doc, dict):
             # Jolokia refuses an entire request (Origin, parse error) with one object.

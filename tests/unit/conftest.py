@@ -301,6 +301,22 @@ class FakeArtemis:
                         row.update({"uri": c.get("Uri"), "connected": c.get("Connected")})
                     rows.append(row)
                 return json.dumps(rows)
+            if name == "listQueues":
+                opts = json.loads(args[0]) if args and args[0] else {}
+                rows = []
+                for q in self.queues:
+                    if opts.get("value") and opts.get("operation") == "CONTAINS" and opts["value"] not in q["Name"]:
+                        continue
+                    # every field is a string, like real Artemis
+                    rows.append({"name": q["Name"], "address": q["Address"],
+                                 "routingType": q.get("RoutingType", "ANYCAST"),
+                                 "messageCount": str(q.get("MessageCount", 0)),
+                                 "deliveringCount": str(q.get("DeliveringCount", 0)),
+                                 "consumerCount": str(q.get("ConsumerCount", 0)),
+                                 "messagesAdded": str(q.get("MessagesAdded", 0)),
+                                 "messagesAcked": str(q.get("MessagesAcknowledged", 0)),
+                                 "paused": str(q.get("Paused", False)).lower()})
+                return json.dumps({"data": rows, "count": len(rows)})
             if name in ("startBrokerConnection", "stopBrokerConnection"):
                 if len(args) != 1:
                     raise _JErr(400, "java.lang.IllegalArgumentException", "Invalid number of operation arguments.")

@@ -1,0 +1,436 @@
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Site snapshots: everything the gates, modules, agent and runbooks need about one broker, in a constant
+number of HTTP requests whatever the number of queues.
+
+One bulk POST per snapshot carries:
+
+1. broker attributes that exist in every supported release (one list read),
+2. ``Status`` and 3. ``PendingMirrorAcks`` as separate items (a missing attribute fails only its own item:
+   ``PendingMirrorAcks`` is 2.40+),
+4. ONE wildcard read of all queue MBeans with the needed attributes,
+5. a wildcard read of the broker-connection MBeans (2.39+; fails harmlessly before),
+6. ``listBrokerConnections()`` (every release; ``uri``/``connected`` only 2.39+),
+7. a wildcard read of the acceptors, and optionally 8. of the addresses.
+
+Before 2.32 the mirror SNF queue has no MBean; then a second request asks ``listQueues`` for the SNF queues
+(still constant). Broker name discovery (when not given) costs one ``search`` once per collector.
+
+``parse_snapshot`` is pure (results in, plain dict out) so it is tested without HTTP; ``SiteCollector`` does
+the I/O. Standard library only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
+from ansible_collections.continuity.artemis.plugins.module_utils import lag
+from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+from ansible_collections.continuity.artemis.plugins.module_utils import versions
+
+#: Broker attributes present in every supported release (2.30+): safe in one list read.
+BROKER_ATTRS = ("Name", "Version", "NodeID", "Active", "Started", "Backup", "HAPolicy", "Uptime", "UptimeMillis",
+                "ConnectionCount", "TotalMessageCount", "TotalConsumerCount", "AddressNames", "QueueNames")
+QUEUE_ATTRS = ("MessageCount", "DeliveringCount", "ConsumerCount", "MessagesAdded", "MessagesAcknowledged",
+               "Paused", "PersistedPause", "FirstMessageAge", "FirstMessageTimestamp", "InternalQueue",
+               "Temporary", "Durable")
+CONNECTION_ATTRS = ("Name", "Started", "Connected", "Uri", "Protocol", "User", "RetryInterval", "ReconnectAttempts")
+ACCEPTOR_ATTRS = ("Started", "Parameters")
+ADDRESS_ATTRS = ("Paused", "RoutingTypes", "MessageCount", "QueueNames")
+
+_ITEMS = ("broker", "status", "pending", "queues", "bconn_mbeans", "bconn_list", "acceptors", "addresses")
+
+
+def snapshot_requests(broker_name: str, include_addresses: bool = False) -> List[dict]:
+    """The request items of one snapshot, in the order :func:`parse_snapshot` expects."""
+    b = on.broker(broker_name)
+    reqs = [
+        j.read_request(b, list(BROKER_ATTRS)),
+        j.read_request(b, "Status"),
+        j.read_request(b, "PendingMirrorAcks"),
+        j.read_request(on.all_queues(broker_name), list(QUEUE_ATTRS)),
+        j.read_request(on.all_broker_connections(broker_name), list(CONNECTION_ATTRS)),
+        j.exec_request(b, "listBrokerConnections()"),
+        j.read_request(on.all_acceptors(broker_name), list(ACCEPTOR_ATTRS)),
+    ]
+    if include_addresses:
+        reqs.append(j.read_request(on.all_addresses(broker_name), list(ADDRESS_ATTRS)))
+    return reqs
+
+
+def _pattern_value(res: Optional[j.Result], notes: List[str], what: str) -> Dict[str, Any]:
+    """Value of a wildcard read; an empty match is ``{}`` (Jolokia answers 404, or 400 "No matching ...")."""
+    if res is None:
+        return {}
+    if res.ok:
+        return res.value or {}
+    text = res.error or ""
+    if res.status == 404 or (res.status == 400 and ("No matching" in text or "No MBean" in text)):
+        return {}
+    notes.append("%s unavailable: %s" % (what, j.error_from_item(res.request, res.status, res.error_type,
+                                                                   res.error)))
+    return {}
+
+
+def _opt_bool(value: Any) -> Optional[bool]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return bool(value)
+
+
+def _queue_entry(name: str, props: Dict[str, str], attrs: Dict[str, Any], mbean: str) -> dict:
+    return {
+        "name": name,
+        "address": props.get("address"),
+        "routing_type": (props.get("routing-type") or "").lower() or None,
+        "mbean": mbean,
+        "message_count": lag._opt_int(attrs.get("MessageCount")),
+        "delivering_count": lag._opt_int(attrs.get("DeliveringCount")),
+        "consumer_count": lag._opt_int(attrs.get("ConsumerCount")),
+        "messages_added": lag._opt_int(attrs.get("MessagesAdded")),
+        "messages_acknowledged": lag._opt_int(attrs.get("MessagesAcknowledged")),
+        "paused": _opt_bool(attrs.get("Paused")),
+        "persisted_pause": _opt_bool(attrs.get("PersistedPause")),
+        "first_message_age_ms": lag._opt_float(attrs.get("FirstMessageAge")),
+        "first_message_timestamp_ms": lag._opt_float(attrs.get("FirstMessageTimestamp")),
+        "internal": _opt_bool(attrs.get("InternalQueue")),
+        "temporary": _opt_bool(attrs.get("Temporary")),
+        "durable": _opt_bool(attrs.get("Durable")),
+    }
+
+
+def _parse_json_string(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def parse_snapshot(broker_name: str, results: Sequence[j.Result], ts: float, url: Optional[str] = None) -> dict:
+    """Turn the results of :func:`snapshot_requests` into a plain snapshot dict.
+
+    Raises the typed error when the broker read itself failed (nothing useful without it). Anything else that
+    failed is ``None``/empty with an entry in ``notes``; a missing feature is never reported as zero.
+    """
+    items = dict(zip(_ITEMS, results, strict=False))  # 7 or 8 items
+    notes: List[str] = []
+    broker_res = items["broker"]
+    broker_res.raise_for_status()
+    battrs = dict(broker_res.value or {})
+    version_text = battrs.get("Version")
+    try:
+        ver = versions.parse_version(version_text)
+        feats = versions.features(ver)
+    except versions.VersionError:
+        ver, feats = None, {}
+        notes.append("unrecognised Artemis version %r: features unknown" % (version_text,))
+
+    status = None
+    if items["status"].ok:
+        status = _parse_json_string(items["status"].value)
+    else:
+        notes.append("broker Status not readable: %s" % (items["status"].error or items["status"].status))
+
+    pending = None
+    if items["pending"].ok:
+        pending = lag._opt_int(items["pending"].value)
+    elif feats.get("pending_mirror_acks"):
+        notes.append("PendingMirrorAcks not readable: %s" % (items["pending"].error,))
+    else:
+        notes.append("PendingMirrorAcks needs Artemis %s+ (broker is %s): reported as null"
+                     % (versions.since("pending_mirror_acks"), version_text))
+
+    queues: Dict[str, dict] = {}
+    for mbean, attrs in _pattern_value(items["queues"], notes, "queue MBeans").items():
+        try:
+            _, props = on.parse(mbean)
+        except on.ObjectNameError:
+            continue
+        name = props.get("queue")
+        if name is None:
+            continue
+        queues[name] = _queue_entry(name, props, attrs or {}, mbean)
+
+    connections: Dict[str, dict] = {}
+    list_res = items["bconn_list"]
+    if list_res.ok:
+        rows = _parse_json_string(list_res.value) or []
+        for row in rows if isinstance(rows, list) else []:
+            name = row.get("name")
+            if not name:
+                continue
+            connections[name] = {
+                "name": name,
+                "protocol": row.get("protocol"),
+                "started": _opt_bool(row.get("started")),
+                "connected": _opt_bool(row.get("connected")) if "connected" in row else None,
+                "uri": row.get("uri"),
+                "source": "listBrokerConnections",
+            }
+    else:
+        notes.append("listBrokerConnections failed: %s" % (list_res.error or list_res.status))
+    for mbean, attrs in _pattern_value(items["bconn_mbeans"], [], "broker-connection MBeans").items():
+        try:
+            _, props = on.parse(mbean)
+        except on.ObjectNameError:
+            continue
+        name = props.get("name")
+        entry = connections.setdefault(name, {"name": name})
+        entry.update({
+            "started": _opt_bool(attrs.get("Started")),
+            "connected": _opt_bool(attrs.get("Connected")),
+            "uri": attrs.get("Uri", entry.get("uri")),
+            "protocol": attrs.get("Protocol", entry.get("protocol")),
+            "user": attrs.get("User"),
+            "retry_interval": attrs.get("RetryInterval"),
+            "reconnect_attempts": attrs.get("ReconnectAttempts"),
+            "mbean": mbean,
+            "source": "mbean",
+        })
+    if connections and feats and not feats.get("list_broker_connections_uri_connected"):
+        notes.append("broker connections: 'connected' and 'uri' need Artemis %s+ (broker is %s): uri is null, "
+                     "connected is inferred from the SNF queue's consumer count when it can be read"
+                     % (versions.since("broker_connection_mbean"), version_text))
+
+    queue_names = set(battrs.get("QueueNames") or [])
+    mirrors: Dict[str, dict] = {}
+    for name, conn in connections.items():
+        snf_name = lag.snf_queue_name(name)
+        snf = queues.get(snf_name)
+        is_mirror = snf is not None or snf_name in queue_names
+        conn["mirror"] = True if is_mirror else None
+        if is_mirror:
+            mirrors[name] = {"connection": name, "snf_queue": snf_name, "snf": snf}
+    if mirrors and any(m["snf"] is None for m in mirrors.values()):
+        if feats and not feats.get("snf_queue_mbean"):
+            notes.append("mirror SNF queue has no MBean before Artemis %s (broker is %s)"
+                         % (versions.since("snf_queue_mbean"), version_text))
+
+    _infer_connected(connections, mirrors)
+
+    acceptors: Dict[str, dict] = {}
+    for mbean, attrs in _pattern_value(items["acceptors"], notes, "acceptor MBeans").items():
+        try:
+            _, props = on.parse(mbean)
+        except on.ObjectNameError:
+            continue
+        acceptors[props.get("name")] = {"name": props.get("name"), "started": _opt_bool(attrs.get("Started")),
+                                        "parameters": attrs.get("Parameters"), "mbean": mbean}
+
+    addresses: Optional[Dict[str, dict]] = None
+    if items.get("addresses") is not None:
+        addresses = {}
+        for mbean, attrs in _pattern_value(items["addresses"], notes, "address MBeans").items():
+            try:
+                _, props = on.parse(mbean)
+            except on.ObjectNameError:
+                continue
+            name = props.get("address")
+            addresses[name] = {"name": name, "paused": _opt_bool(attrs.get("Paused")),
+                               "routing_types": attrs.get("RoutingTypes"),
+                               "message_count": lag._opt_int(attrs.get("MessageCount")),
+                               "queue_names": attrs.get("QueueNames"), "mbean": mbean}
+
+    return {
+        "url": url,
+        "broker": broker_name,
+        "reachable": True,
+        "ts": ts,
+        "version": version_text,
+        "features": feats,
+        "name": battrs.get("Name"),
+        "node_id": battrs.get("NodeID"),
+        "active": _opt_bool(battrs.get("Active")),
+        "started": _opt_bool(battrs.get("Started")),
+        "backup": _opt_bool(battrs.get("Backup")),
+        "ha_policy": battrs.get("HAPolicy"),
+        "uptime": battrs.get("Uptime"),
+        "uptime_millis": battrs.get("UptimeMillis"),
+        "connection_count": battrs.get("ConnectionCount"),
+        "total_message_count": battrs.get("TotalMessageCount"),
+        "total_consumer_count": battrs.get("TotalConsumerCount"),
+        "address_names": battrs.get("AddressNames"),
+        "status": status,
+        "pending_mirror_acks": pending,
+        "queues": queues,
+        "connections": connections,
+        "mirrors": mirrors,
+        "acceptors": acceptors,
+        "addresses": addresses,
+        "notes": notes,
+    }
+
+
+def _infer_connected(connections: Dict[str, dict], mirrors: Dict[str, dict]) -> None:
+    """Before 2.39 nothing says whether a broker connection is connected. A started mirror connection consumes
+    its SNF queue while connected (real 2.44: ConsumerCount 1 connected, 0 while the peer was down), so the
+    SNF consumer count stands in for it; ``connected_source`` records that it was inferred."""
+    for name, conn in connections.items():
+        if conn.get("connected") is not None:
+            conn.setdefault("connected_source", conn.get("source"))
+            continue
+        snf = (mirrors.get(name) or {}).get("snf")
+        if conn.get("started") is False:
+            conn["connected"] = False
+            conn["connected_source"] = "stopped"
+        elif snf is not None and snf.get("consumer_count") is not None:
+            conn["connected"] = snf["consumer_count"] > 0
+            conn["connected_source"] = "snf_consumer_count"
+        else:
+            conn["connected_source"] = None
+
+
+def _merge_list_queues(snapshot: dict, value: Any) -> None:
+    """Fill SNF entries from a ``listQueues`` answer (pre-2.32 fallback; every field is a string)."""
+    data = _parse_json_string(value)
+    rows = data.get("data", []) if isinstance(data, dict) else []
+    for row in rows:
+        name = row.get("name")
+        mirror = snapshot["mirrors"].get(lag.mirror_connection_of(name or "") or "")
+        if mirror is None:
+            continue
+        mirror["snf"] = {
+            "name": name, "address": row.get("address"), "routing_type": (row.get("routingType") or "").lower(),
+            "mbean": None, "message_count": lag._opt_int(row.get("messageCount")),
+            "delivering_count": lag._opt_int(row.get("deliveringCount")),
+            "consumer_count": lag._opt_int(row.get("consumerCount")),
+            "messages_added": lag._opt_int(row.get("messagesAdded")),
+            "messages_acknowledged": lag._opt_int(row.get("messagesAcked")),
+            "paused": _opt_bool(row.get("paused")), "persisted_pause": None, "first_message_age_ms": None,
+            "first_message_timestamp_ms": None, "internal": True, "temporary": False, "durable": True,
+            "source": "listQueues",
+        }
+
+
+class SiteCollector:
+    """Snapshots of one site through one :class:`~jolokia.JolokiaClient`; caches the broker name.
+
+    ``collect()`` raises the typed Jolokia error when the site cannot be read; ``collect_or_unreachable()``
+    returns ``{"reachable": False, "error": ...}`` instead (agent, failover probes).
+    """
+
+    def __init__(self, client: j.JolokiaClient, broker_name: Optional[str] = None, site: Optional[str] = None,
+                 clock=time.time):
+        self.client = client
+        self.broker_name = broker_name
+        self.site = site
+        self._clock = clock
+
+    def resolve_broker(self) -> str:
+        if self.broker_name is None:
+            self.broker_name = self.client.discover_broker()
+        return self.broker_name
+
+    def collect(self, include_addresses: bool = False) -> dict:
+        broker_name = self.resolve_broker()
+        start_count = self.client.request_count
+        started = time.monotonic()
+        reqs = snapshot_requests(broker_name, include_addresses)
+        results = self.client.bulk(reqs)
+        ts = self._clock()
+        if not results[0].ok:
+            raise self.client._enrich(j.error_from_item(results[0].request, results[0].status,
+                                                        results[0].error_type, results[0].error))
+        snap = parse_snapshot(broker_name, results, ts, self.client.url)
+        pending = [m for m in snap["mirrors"].values() if m["snf"] is None]
+        if pending and not snap["features"].get("snf_queue_mbean", True):
+            options = json.dumps({"field": "name", "operation": "CONTAINS", "value": lag.MIRROR_QUEUE_PREFIX})
+            res = self.client.bulk([j.exec_request(on.broker(broker_name), "listQueues(java.lang.String,int,int)",
+                                                   options, 1, 1000)])[0]
+            if res.ok:
+                _merge_list_queues(snap, res.value)
+                _infer_connected(snap["connections"], snap["mirrors"])
+            else:
+                snap["notes"].append("listQueues fallback for the SNF queue failed: %s" % (res.error or res.status))
+        snap["site"] = self.site
+        snap["requests"] = self.client.request_count - start_count
+        snap["elapsed"] = time.monotonic() - started
+        return snap
+
+    def collect_or_unreachable(self, include_addresses: bool = False) -> dict:
+        try:
+            return self.collect(include_addresses)
+        except (j.ConnectionFailed, j.ProtocolError) as exc:
+            return unreachable(self.site, self.client.url, self.broker_name, exc, self._clock())
+
+
+def unreachable(site: Optional[str], url: Optional[str], broker_name: Optional[str], error: Exception,
+                ts: float) -> dict:
+    """The snapshot of a site that could not be read (no values, the error)."""
+    return {"site": site, "url": url, "broker": broker_name, "reachable": False, "ts": ts, "error": str(error),
+            "queues": {}, "connections": {}, "mirrors": {}, "acceptors": {}, "addresses": None,
+            "pending_mirror_acks": None, "features": {}, "version": None, "notes": ["unreachable: %s" % error]}
+
+
+# ------------------------------------------------------------------------------------ pure derived views
+def snf_sample(snapshot: dict, connection: str) -> Optional[lag.SnfSample]:
+    """:class:`lag.SnfSample` of a mirror connection's SNF queue, ``None`` when it cannot be read."""
+    mirror = (snapshot.get("mirrors") or {}).get(connection)
+    if not mirror or mirror.get("snf") is None:
+        return None
+    q = mirror["snf"]
+    return lag.SnfSample(ts=snapshot["ts"], message_count=q.get("message_count"),
+                         messages_added=q.get("messages_added"),
+                         messages_acknowledged=q.get("messages_acknowledged"),
+                         delivering_count=q.get("delivering_count"),
+                         first_message_age_ms=q.get("first_message_age_ms"),
+                         first_message_timestamp_ms=q.get("first_message_timestamp_ms"))
+
+
+def mirror_connections(snapshot: dict, connection: Optional[str] = None) -> List[str]:
+    """Names of the mirror connections to look at: ``connection`` if given, else every mirror, else every
+    broker connection (a connection whose SNF queue cannot be seen may still be a mirror)."""
+    if connection:
+        return [connection]
+    names = sorted(snapshot.get("mirrors") or {})
+    return names or sorted(snapshot.get("connections") or {})
+
+
+def client_queues(snapshot: dict) -> Dict[str, dict]:
+    """Queues that take part in a site comparison (no internal, temporary, mirror or management queues)."""
+    return {n: q for n, q in (snapshot.get("queues") or {}).items()
+            if not lag.is_excluded_queue(n, q.get("internal"), q.get("temporary"))}
+
+
+def compare_sites(snapshot: dict, peer: dict, tolerance: int = 0, exclude_prefixes: Sequence[str] = (),
+                  include: Optional[Sequence[str]] = None,
+                  address_filter: Optional[str] = None) -> lag.QueueComparison:
+    """Per-queue message count comparison of two snapshots (see :func:`lag.compare_queues`)."""
+    return lag.compare_queues(snapshot.get("queues") or {}, peer.get("queues") or {}, tolerance=tolerance,
+                              exclude_prefixes=exclude_prefixes, include=include, address_filter=address_filter)
+
+
+def select_names(names: Sequence[str], names_list: Optional[Sequence[str]] = None, prefix: Optional[str] = None,
+                 regex: Optional[str] = None) -> List[str]:
+    """Names matching an explicit list, a prefix or a regular expression (``re.search``); sorted."""
+    import re
+
+    out = set()
+    if names_list:
+        out.update(n for n in names if n in set(names_list))
+    if prefix:
+        out.update(n for n in names if n.startswith(prefix))
+    if regex:
+        rx = re.compile(regex)
+        out.update(n for n in names if rx.search(n))
+    return sorted(out)
+
+
+def consumers_on(snapshot: dict, queues: Optional[Sequence[str]] = None,
+                 prefix: Optional[str] = None) -> Dict[str, int]:
+    """Queues with consumers among the selected client queues (all client queues when nothing is selected)."""
+    pool = client_queues(snapshot)
+    names = list(pool)
+    if queues or prefix:
+        names = select_names(names, queues, prefix)
+    return {n: pool[n]["consumer_count"] for n in names if (pool[n].get("consumer_count") or 0) > 0}
