@@ -1,0 +1,1348 @@
+"""The lab broker engine: implements `artemis_lab.api.BrokerAPI`.
+
+One network thread (`EventLoop`) runs every socket (acceptors, client connections, outgoing mirror
+connections) through proton's engine. All state is guarded by one RLock held by the loop while it processes
+an iteration and by every public method, so management threads see a consistent broker.
+
+Per iteration: read sockets -> handle proton events (route messages, acks, attaches) -> deliver to
+consumers and mirror links -> write the journal in one go -> settle what waited for the journal -> write
+sockets. That is the group commit that makes a settled durable message survive `kill -9`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import selectors
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from proton import Collector, Condition, Delivery, Event, Link, Message, Terminus, symbol
+
+from artemis_lab import errors
+from artemis_lab.core import codec, security
+from artemis_lab.core.connection import AmqpSocket
+from artemis_lab.core.journal import Journal
+from artemis_lab.core.links import Consumer, MirrorIn, Producer
+from artemis_lab.core.loop import EventLoop
+from artemis_lab.core.matching import best_match
+from artemis_lab.core.mirror import (
+    ADD_ADDRESS,
+    ADDRESS,
+    BROKER_ID,
+    CREATE_QUEUE,
+    DELETE_ADDRESS,
+    DELETE_QUEUE,
+    EVENT_TYPE,
+    INTERNAL_DESTINATION,
+    INTERNAL_ID,
+    MIRROR_CAPABILITY,
+    POST_ACK,
+    QUEUE,
+    SNF_PREFIX,
+    AckManager,
+    MirrorSource,
+)
+from artemis_lab.core.sasl import SaslServer
+from artemis_lab.core.store import KIND_MIRROR_EVENT, Address, Queue, Ref
+from artemis_lab.core.store import Message as StoredMessage
+from artemis_lab.core.version import at_least
+from artemis_lab.model import AddressSettingConfig, InstanceConfig
+
+log = logging.getLogger("artemis_lab.core.broker")
+
+PRODUCER_CREDIT = 1000  # Artemis' amqpCredits default
+PRODUCER_LOW = 300  # amqpLowCredits default
+UNAUTHORIZED = "amqp:unauthorized-access"
+NOT_FOUND = "amqp:not-found"
+HA_POLICIES = {None: "PRIMARY_ONLY", "primary-only": "PRIMARY_ONLY", "live-only": "PRIMARY_ONLY"}
+
+
+class _Acceptor:
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+        self.sock: socket.socket | None = None
+        self.port = cfg.port
+
+    @property
+    def started(self) -> bool:
+        return self.sock is not None
+
+
+class Broker:
+    def __init__(self, instance: InstanceConfig, realm: Any) -> None:
+        self.instance = instance
+        self.cfg = instance.broker
+        self.realm = realm
+        self.name = self.cfg.name
+        self.version = f"{instance.emulated_version}-lab"
+        self.node_id = ""
+        self._lock = threading.RLock()
+        self.addresses: dict[str, Address] = {}
+        self.queues: dict[str, Queue] = {}
+        self._queues_by_id: dict[int, Queue] = {}
+        self._next_id = 1
+        data_dir = self.cfg.journal_directory
+        if not os.path.isabs(data_dir):
+            data_dir = os.path.join(instance.instance_dir, data_dir)
+        self.journal = Journal(data_dir, fsync=self.cfg.core_settings.get("journal-sync-transactional") == "fsync",
+                               enabled=self.cfg.persistence_enabled)
+        self.loop = EventLoop()
+        self.collector = Collector()
+        self.acceptors: dict[str, _Acceptor] = {a.name: _Acceptor(a) for a in self.cfg.acceptors}
+        self.sockets: dict[int, AmqpSocket] = {}
+        self._post_commit: list[Any] = []  # producer deliveries to settle once the journal is written
+        self._dirty: set[Queue] = set()
+        self.mirrors: dict[str, MirrorSource] = {}
+        cs = self.cfg.core_settings
+        self.ack_manager = AckManager(self, int(cs.get("mirror-ack-manager-queue-attempts", 5)),
+                                      int(cs.get("mirror-ack-manager-page-attempts", 2)),
+                                      int(cs.get("mirror-ack-manager-retry-delay", 100)))
+        self._mirror_seen: dict[str, int] = {}  # source node id -> highest mirror event id applied
+        self._mirror_seen_dirty: set[str] = set()
+        self._started_at = 0.0
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.started = False
+        self._consumer_seq = 0
+        self.total_added = 0
+        self.total_acked = 0
+        for bc in self.cfg.broker_connections:
+            if bc.mirror is not None:
+                self.mirrors[bc.name] = MirrorSource(self, bc)
+
+    # ================================================================== life cycle
+    def start(self) -> None:
+        with self._lock:
+            self._validate()
+            self._replay()
+            self._deploy_config()
+            self._compact()
+            self.journal.open()
+            for acc in self.acceptors.values():
+                self._bind(acc)
+            self._started_at = time.time()
+            self.started = True
+            self._thread = threading.Thread(target=self._run, name=f"lab-broker-{self.name}", daemon=True)
+            self._thread.start()
+            for m in self.mirrors.values():
+                if m.cfg.auto_start:
+                    m.start()
+            self.ack_manager.start()
+        self.loop.wake()
+        log.info("lab broker %s (emulating %s) active, node id %s", self.name, self.instance.emulated_version,
+                 self.node_id)
+
+    def stop(self) -> None:
+        with self._lock:
+            if not self.started:
+                return
+            self._stopping = True
+            for m in self.mirrors.values():
+                m.started = False
+                m.drop()
+            for acc in self.acceptors.values():
+                self._unbind(acc)
+            for s in list(self.sockets.values()):
+                self.force_close(s)
+            self._commit()
+        self.loop.wake()
+        if self._thread is not None:
+            self._thread.join(5)
+        with self._lock:
+            self.journal.close()
+            self.started = False
+            self.loop.close()
+
+    def _validate(self) -> None:
+        for bc in self.cfg.broker_connections:
+            if bc.retry_interval <= 0:
+                raise errors.ConfigurationError(f"retry-interval of broker connection {bc.name} must be > 0")
+            if bc.reconnect_attempts == 0:
+                raise errors.ConfigurationError(f"reconnect-attempts of broker connection {bc.name} cannot be 0")
+
+    # ================================================================== journal replay / compaction
+    def _new_id(self) -> int:
+        i = self._next_id
+        self._next_id += 1
+        return i
+
+    def _replay(self) -> None:
+        pending: dict[int, dict[int, Ref]] = {}  # qid -> mid -> ref (refs not acked yet)
+        retry: dict[tuple[str, str, int], int] = {}
+        for rec in self.journal.replay():
+            kind = rec[0]
+            if kind == "M":
+                _, mid, raw, address, qids, onode, oid, mkind = rec
+                meta = codec.scan(raw)
+                msg = StoredMessage(mid, raw, meta, address, onode, oid, mkind)
+                for qid in qids:
+                    q = self._queues_by_id.get(qid)
+                    if q is not None:
+                        pending.setdefault(qid, {})[mid] = Ref(msg, q)
+                        msg.refs += 1
+                self._next_id = max(self._next_id, mid + 1)
+            elif kind == "K":
+                refs = pending.get(rec[1])
+                if refs is not None:
+                    ref = refs.pop(rec[2], None)
+                    if ref is not None:
+                        ref.msg.refs -= 1
+            elif kind == "C":
+                ref = pending.get(rec[1], {}).get(rec[2])
+                if ref is not None:
+                    ref.delivery_count = rec[3]
+            elif kind == "N":
+                self.node_id = rec[1]
+            elif kind == "I":
+                self._next_id = max(self._next_id, rec[1])
+            elif kind == "A":
+                _, name, rts, internal, auto = rec
+                if name not in self.addresses:
+                    self.addresses[name] = Address(name, set(rts), internal=internal, auto_created=auto)
+                else:
+                    self.addresses[name].routing_types |= set(rts)
+            elif kind == "a":
+                self.addresses.pop(rec[1], None)
+            elif kind == "Q":
+                _, qid, name, address, rt, durable, flt, internal, maxc, purge, auto = rec
+                q = Queue(qid, name, address, rt, durable, flt, internal, False, maxc, purge, auto)
+                self._attach_queue(q)
+                self._next_id = max(self._next_id, qid + 1)
+            elif kind == "q":
+                q = self._queues_by_id.pop(rec[1], None)
+                if q is not None:
+                    self.queues.pop(q.name, None)
+                    addr = self.addresses.get(q.address)
+                    if addr is not None:
+                        addr.queues.pop(q.name, None)
+                pending.pop(rec[1], None)
+            elif kind == "P":
+                q = self._queues_by_id.get(rec[1])
+                if q is not None:
+                    q.paused = q.persisted_pause = rec[2]
+            elif kind == "p":
+                addr = self.addresses.get(rec[1])
+                if addr is not None:
+                    addr.paused = addr.persisted_pause = rec[2]
+            elif kind == "W":
+                self._mirror_seen[rec[1]] = max(self._mirror_seen.get(rec[1], 0), rec[2])
+            elif kind == "T":
+                retry[(rec[1], rec[2], rec[3])] = rec[4]
+            elif kind == "t":
+                retry.pop((rec[1], rec[2], rec[3]), None)
+        for qid, refs in pending.items():
+            q = self._queues_by_id.get(qid)
+            if q is None:
+                continue
+            for mid in sorted(refs):
+                q.add(refs[mid])
+            self._dirty.add(q)
+        for key, attempts in retry.items():
+            self.ack_manager.restore(*key, attempts)
+        if not self.node_id:
+            self.node_id = str(uuid.uuid4())
+
+    def _compact(self) -> None:
+        """Rewrite the journal with only the live state (start-time compaction)."""
+
+        def records():
+            yield ("N", self.node_id)
+            for addr in self.addresses.values():
+                yield ("A", addr.name, tuple(sorted(addr.routing_types)), addr.internal, addr.auto_created)
+                if addr.persisted_pause:
+                    yield ("p", addr.name, True)
+            for q in self._queues_by_id.values():
+                if not q.durable:
+                    continue
+                yield self._queue_record(q)
+                if q.persisted_pause:
+                    yield ("P", q.qid, True)
+            seen: dict[int, list[int]] = {}
+            msgs: dict[int, StoredMessage] = {}
+            for q in self._queues_by_id.values():
+                if not q.durable:
+                    continue
+                for ref in q.available:
+                    if ref.msg.durable:
+                        seen.setdefault(ref.msg.mid, []).append(q.qid)
+                        msgs[ref.msg.mid] = ref.msg
+            for mid in sorted(msgs):
+                m = msgs[mid]
+                yield ("M", mid, m.raw, m.address, tuple(seen[mid]), m.origin_node, m.origin_id, m.kind)
+            for q in self._queues_by_id.values():
+                for ref in q.available:
+                    if ref.delivery_count and ref.msg.durable and q.durable:
+                        yield ("C", q.qid, ref.msg.mid, ref.delivery_count)
+            for node, eid in self._mirror_seen.items():
+                yield ("W", node, eid)
+            for (qn, node, oid), attempts in self.ack_manager.pending.items():
+                yield ("T", qn, node, oid, attempts)
+            yield ("I", self._next_id)
+
+        self.journal.rewrite(records())
+
+    @staticmethod
+    def _queue_record(q: Queue) -> tuple:
+        return ("Q", q.qid, q.name, q.address, q.routing_type, q.durable, q.filter, q.internal, q.max_consumers,
+                q.purge_on_no_consumers, q.auto_created)
+
+    def _deploy_config(self) -> None:
+        for a in self.cfg.addresses:
+            self._create_address(a.name, {r.upper() for r in a.routing_types}, capture=False)
+            for qc in a.queues:
+                if qc.name not in self.queues:
+                    self._create_queue(a.name, qc.name, qc.routing_type, qc.durable, qc.filter,
+                                       max_consumers=qc.max_consumers, purge=qc.purge_on_no_consumers, capture=False)
+        for m in self.mirrors.values():
+            self._create_address(m.snf_name, {"ANYCAST"}, internal=True, capture=False)
+            if m.snf_name not in self.queues:
+                self._create_queue(m.snf_name, m.snf_name, "ANYCAST", m.mirror.durable, None, internal=True,
+                                   capture=False)
+            m.snf = self.queues[m.snf_name]
+
+    # ================================================================== addresses and queues (internal)
+    def _attach_queue(self, q: Queue) -> None:
+        self.queues[q.name] = q
+        self._queues_by_id[q.qid] = q
+        addr = self.addresses.get(q.address)
+        if addr is None:
+            addr = self.addresses[q.address] = Address(q.address, {q.routing_type}, internal=q.internal)
+        addr.queues[q.name] = q
+
+    def _create_address(self, name: str, routing_types: set[str], internal: bool = False, auto: bool = False,
+                        capture: bool = True) -> Address:
+        addr = self.addresses.get(name)
+        if addr is not None:
+            if not routing_types <= addr.routing_types:
+                addr.routing_types |= routing_types
+                self.journal.append(("A", name, tuple(sorted(addr.routing_types)), addr.internal, addr.auto_created))
+            return addr
+        addr = self.addresses[name] = Address(name, routing_types, internal=internal, auto_created=auto)
+        self.journal.append(("A", name, tuple(sorted(addr.routing_types)), internal, auto))
+        if capture and not internal:
+            for m in self.mirrors.values():
+                m.capture_address(ADD_ADDRESS, name, sorted(addr.routing_types))
+        return addr
+
+    def _create_queue(self, address: str, name: str, routing_type: str, durable: bool = True,
+                      filter: str | None = None, internal: bool = False, temporary: bool = False,
+                      auto: bool = False, max_consumers: int = -1, purge: bool = False,
+                      capture: bool = True) -> Queue:
+        rt = routing_type.upper()
+        addr = self._create_address(address, {rt}, internal=internal, auto=auto, capture=capture)
+        if rt not in addr.routing_types:
+            addr.routing_types.add(rt)
+        q = Queue(self._new_id(), name, address, rt, durable, filter, internal, temporary, max_consumers, purge,
+                  auto)
+        self._attach_queue(q)
+        if durable:
+            self.journal.append(self._queue_record(q))
+        if capture:
+            for m in self.mirrors.values():
+                m.capture_queue(CREATE_QUEUE, q)
+        return q
+
+    def _destroy_queue(self, q: Queue, capture: bool = True) -> None:
+        for c in list(q.consumers):
+            self._close_link(c.link, "amqp:resource-deleted", f"queue {q.name} deleted")
+            self._remove_consumer(c)
+        self.queues.pop(q.name, None)
+        self._queues_by_id.pop(q.qid, None)
+        addr = self.addresses.get(q.address)
+        if addr is not None:
+            addr.queues.pop(q.name, None)
+        for ref in q.available:
+            ref.msg.refs -= 1
+        q.available.clear()
+        q.by_key.clear()
+        if q.durable:
+            self.journal.append(("q", q.qid))
+        self._dirty.discard(q)
+        if capture:
+            for m in self.mirrors.values():
+                m.capture_queue(DELETE_QUEUE, q)
+
+    def _delete_address(self, addr: Address, capture: bool = True) -> None:
+        for q in list(addr.queues.values()):
+            self._destroy_queue(q, capture=capture)
+        self.addresses.pop(addr.name, None)
+        self.journal.append(("a", addr.name))
+        if capture and not addr.internal:
+            for m in self.mirrors.values():
+                m.capture_address(DELETE_ADDRESS, addr.name, sorted(addr.routing_types))
+
+    def _settings(self, address: str) -> AddressSettingConfig:
+        found = best_match(self.cfg.address_settings, address)
+        return found if found is not None else AddressSettingConfig(match="#")
+
+    # ================================================================== routing
+    def route(self, address: str, raw: bytes, meta: codec.Meta, *, from_mirror: bool = False,
+              origin: tuple[str, int] | None = None, delivery: Any = None) -> StoredMessage | None:
+        addr = self.addresses.get(address)
+        if addr is None:
+            return None
+        mid = self._new_id()
+        onode, oid = origin if origin is not None else (self.node_id, mid)
+        msg = StoredMessage(mid, raw, meta, address, onode, oid)
+        qids: list[int] = []
+        targets = [q for q in addr.queues.values() if not q.internal]
+        for q in targets:
+            ref = Ref(msg, q)
+            q.add(ref)
+            q.messages_added += 1
+            msg.refs += 1
+            self.total_added += 1
+            if q.durable:
+                qids.append(q.qid)
+            if q.consumers:
+                self._dirty.add(q)
+        sync_waits = 0
+        if targets and not from_mirror and not addr.internal:
+            for m in self.mirrors.values():
+                if m.snf is None or not m.wants(address):
+                    continue
+                ref = Ref(msg, m.snf)
+                m.snf.add(ref)
+                m.snf.messages_added += 1
+                msg.refs += 1
+                if m.snf.durable:
+                    qids.append(m.snf.qid)
+                if m.mirror.sync:
+                    sync_waits += 1
+        if msg.durable and qids:
+            self.journal.append(("M", mid, raw, address, tuple(qids), onode, oid, 0))
+        if delivery is not None:
+            if sync_waits:
+                msg.sync_waiter = [delivery, sync_waits]
+            else:
+                self._post_commit.append(delivery)
+        return msg
+
+    def enqueue_mirror_event(self, m: MirrorSource, raw: bytes, with_id: bool, front: bool = False) -> None:
+        if m.snf is None:
+            return
+        meta = codec.scan(raw)
+        mid = self._new_id()
+        msg = StoredMessage(mid, raw, meta, m.snf_name, None, mid if with_id else 0, KIND_MIRROR_EVENT)
+        ref = Ref(msg, m.snf)
+        m.snf.add(ref, front=front)
+        m.snf.messages_added += 1
+        msg.refs = 1
+        if msg.durable and m.snf.durable:
+            self.journal.append(("M", mid, raw, m.snf_name, (m.snf.qid,), None, msg.origin_id, KIND_MIRROR_EVENT))
+
+    # ================================================================== acks / returns
+    def _ack(self, ref: Ref, from_mirror: bool = False) -> None:
+        q = ref.queue
+        msg = ref.msg
+        q.messages_acknowledged += 1
+        self.total_acked += 1
+        key = (msg.origin_node, msg.origin_id)
+        if q.by_key.get(key) is ref:
+            del q.by_key[key]
+        msg.refs -= 1
+        if msg.durable and q.durable and q.qid in self._queues_by_id:
+            self.journal.append(("K", q.qid, msg.mid))
+        if not from_mirror and not q.internal:
+            for m in self.mirrors.values():
+                m.capture_ack(ref)
+
+    def ack_available(self, ref: Ref) -> None:
+        """A mirrored ack found its message idle in the queue: remove it (not mirrored back: no echo)."""
+        with contextlib.suppress(ValueError):
+            ref.queue.available.remove(ref)
+        self._ack(ref, from_mirror=True)
+
+    def ack_snf(self, ref: Ref) -> None:
+        snf = ref.queue
+        snf.delivering -= 1
+        ref.consumer = None
+        self._ack(ref, from_mirror=True)
+        msg = ref.msg
+        waiter = msg.sync_waiter
+        if waiter is not None:
+            waiter[1] -= 1
+            if waiter[1] <= 0:
+                msg.sync_waiter = None
+                self._post_commit.append(waiter[0])
+
+    def return_refs(self, refs: list[Ref], count: bool = True) -> None:
+        """Back to the head of their queues in original order (delivery_count+1 when `count`)."""
+        for ref in sorted(refs, key=lambda r: r.msg.mid, reverse=True):
+            q = ref.queue
+            q.delivering -= 1
+            ref.consumer = None
+            if q.qid not in self._queues_by_id:
+                continue
+            if count:
+                ref.delivery_count += 1
+                if ref.msg.durable and q.durable:
+                    self.journal.append(("C", q.qid, ref.msg.mid, ref.delivery_count))
+            q.available.appendleft(ref)
+            self._dirty.add(q)
+
+    # ================================================================== network loop
+    def _run(self) -> None:
+        sel = self.loop.selector
+        while True:
+            timeout = 0.0 if (self._post_commit or self.journal.dirty) else self.loop.next_timeout(0.5)
+            try:
+                ready = sel.select(timeout)
+            except OSError:
+                ready = []
+            with self._lock:
+                if self._stopping:
+                    return
+                for key, mask in ready:
+                    kind, obj = key.data
+                    if kind == "sock":
+                        if mask & selectors.EVENT_READ:
+                            obj.on_readable()
+                        if mask & selectors.EVENT_WRITE:
+                            obj.write()
+                    elif kind == "accept":
+                        self._accept(obj)
+                    elif kind == "connect":
+                        obj.on_connect_ready()
+                    elif kind == "wake":
+                        self.loop.drain_wake()
+                self.loop.run_due_timers()
+                self._iterate()
+
+    def _iterate(self) -> None:
+        self._process_events()
+        self._pump()
+        self._process_events()
+        self._commit()
+        self._flush_sockets()
+
+    def _commit(self) -> None:
+        for node in self._mirror_seen_dirty:
+            self.journal.append(("W", node, self._mirror_seen[node]))
+        self._mirror_seen_dirty.clear()
+        self.journal.flush()
+        if self._post_commit:
+            todo, self._post_commit = self._post_commit, []
+            for dlv in todo:
+                try:
+                    dlv.update(Delivery.ACCEPTED)
+                    dlv.settle()
+                except Exception:  # the link went away meanwhile; nothing to settle
+                    pass
+
+    def _flush_sockets(self) -> None:
+        sel = self.loop.selector
+        for s in list(self.sockets.values()):
+            if s.closed:
+                continue
+            if not s.write():
+                self._socket_gone(s)
+                continue
+            if s.finished:
+                self._socket_gone(s)
+                continue
+            want = selectors.EVENT_READ | (selectors.EVENT_WRITE if s.want_write else 0)
+            if getattr(s, "_sel_mask", None) != want:
+                with contextlib.suppress(KeyError, ValueError):
+                    sel.modify(s.sock, want, ("sock", s))
+                s._sel_mask = want
+
+    def add_socket(self, s: AmqpSocket) -> None:
+        s.sock.setblocking(False)
+        self.sockets[id(s)] = s
+        self.loop.selector.register(s.sock, selectors.EVENT_READ, ("sock", s))
+        s._sel_mask = selectors.EVENT_READ
+
+    def register_connecting(self, s: socket.socket, owner: MirrorSource) -> None:
+        self.loop.selector.register(s, selectors.EVENT_WRITE, ("connect", owner))
+
+    def unregister_fd(self, s: socket.socket) -> None:
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.loop.selector.unregister(s)
+
+    def force_close(self, s: AmqpSocket) -> None:
+        self._socket_gone(s)
+
+    def _socket_gone(self, s: AmqpSocket) -> None:
+        if id(s) not in self.sockets:
+            return
+        del self.sockets[id(s)]
+        self.unregister_fd(s.sock)
+        self._cleanup_connection(s)
+        s.close_socket()
+        with contextlib.suppress(Exception):
+            s.transport.unbind()
+        if (s.owner is not None and s.owner.sock is s) or (s.owner is not None and s.owner.sock is None):
+            s.owner.on_socket_closed()
+
+    def _cleanup_connection(self, s: AmqpSocket) -> None:
+        links = getattr(s, "links", None) or {}
+        for state in list(links.values()):
+            self._link_gone(state)
+        links.clear()
+
+    # ------------------------------------------------------------------ acceptors
+    def _bind(self, acc: _Acceptor) -> None:
+        cfg = acc.cfg
+        host = cfg.host if cfg.host not in ("", "0.0.0.0") else "0.0.0.0"
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, acc.port))
+        except OSError as exc:
+            s.close()
+            raise errors.ConfigurationError(f"AMQ214004: cannot bind acceptor {cfg.name} to {host}:{acc.port}: "
+                                            f"{exc}") from exc
+        s.listen(128)
+        s.setblocking(False)
+        acc.port = s.getsockname()[1]  # port 0 in the config: keep the kernel's choice across stop/start
+        acc.sock = s
+        self.loop.selector.register(s, selectors.EVENT_READ, ("accept", acc))
+
+    def _unbind(self, acc: _Acceptor) -> None:
+        if acc.sock is None:
+            return
+        self.unregister_fd(acc.sock)
+        acc.sock.close()
+        acc.sock = None
+        for s in list(self.sockets.values()):
+            if s.acceptor == acc.cfg.name:
+                self.force_close(s)
+
+    def _accept(self, acc: _Acceptor) -> None:
+        if acc.sock is None:
+            return
+        for _ in range(64):
+            try:
+                sock, _addr = acc.sock.accept()
+            except (BlockingIOError, InterruptedError, OSError):
+                return
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if "AMQP" not in acc.cfg.protocols:
+                sock.close()  # the lab speaks AMQP only
+                continue
+            sasl = SaslServer(allow_anonymous=not self.cfg.security_enabled, authenticate=self._authenticate)
+            amqp = AmqpSocket(sock, self.collector, server=True, sasl=sasl, acceptor=acc.cfg.name,
+                              container=self.node_id)
+            amqp.links = {}
+            self.add_socket(amqp)
+
+    def _authenticate(self, mech: str, user: str | None, password: str | None
+                      ) -> tuple[bool, str | None, frozenset[str]]:
+        if mech == "ANONYMOUS":
+            return (not self.cfg.security_enabled), None, frozenset()
+        roles = self.realm.authenticate(user or "", password or "")
+        if roles is None:
+            if not self.cfg.security_enabled:
+                return True, user, frozenset()
+            log.info("lab broker %s: failed to authenticate user %s over AMQP", self.name, user)
+            return False, user, frozenset()
+        return True, user, frozenset(roles)
+
+    @staticmethod
+    def _roles_of(s: AmqpSocket) -> frozenset[str]:
+        return s.roles
+
+    # ------------------------------------------------------------------ proton events
+    def _process_events(self) -> None:
+        c = self.collector
+        while True:
+            ev = c.peek()
+            if ev is None:
+                return
+            try:
+                self._dispatch(ev)
+            except Exception:
+                log.exception("error handling %s", ev.type)
+            c.pop()
+
+    def _dispatch(self, ev: Event) -> None:
+        t = ev.type
+        if t == Event.DELIVERY:
+            dlv = ev.delivery
+            link = dlv.link
+            state = getattr(link, "_lab", None)
+            if state is None:
+                return
+            if link.is_receiver:
+                state.on_delivery(dlv)
+            else:
+                state.on_disposition(dlv)
+        elif t == Event.LINK_FLOW:
+            state = getattr(ev.link, "_lab", None)
+            if state is not None:
+                state.on_flow()
+        elif t == Event.LINK_REMOTE_OPEN:
+            link = ev.link
+            owner = getattr(link, "_lab", None)
+            if isinstance(owner, MirrorSource):
+                owner.on_link_open(link)
+            elif link.state & Link.LOCAL_UNINIT:
+                self._on_attach(link)
+        elif t in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH):
+            link = ev.link
+            state = getattr(link, "_lab", None)
+            if isinstance(state, MirrorSource):
+                if state.sock is not None:
+                    self.force_close(state.sock)
+                return
+            if state is not None:
+                closed = t == Event.LINK_REMOTE_CLOSE
+                self._link_gone(state, unsubscribe=closed)
+                link._lab = None
+            if link.state & Link.LOCAL_ACTIVE:
+                if t == Event.LINK_REMOTE_CLOSE:
+                    link.close()
+                else:
+                    link.detach()
+        elif t == Event.SESSION_REMOTE_OPEN:
+            ssn = ev.session
+            if ssn.state & ssn.LOCAL_UNINIT:
+                ssn.open()
+        elif t == Event.SESSION_REMOTE_CLOSE:
+            ssn = ev.session
+            s = ssn.connection._lab
+            for state in list(getattr(s, "links", {}).values()):
+                if state.link.session == ssn:
+                    self._link_gone(state)
+            if ssn.state & ssn.LOCAL_ACTIVE:
+                ssn.close()
+        elif t == Event.CONNECTION_REMOTE_OPEN:
+            conn = ev.connection
+            if conn.state & conn.LOCAL_UNINIT:
+                conn.offered_capabilities = [symbol("ANONYMOUS-RELAY")]
+                conn.open()
+        elif t == Event.CONNECTION_REMOTE_CLOSE:
+            conn = ev.connection
+            s = conn._lab
+            self._cleanup_connection(s)
+            if conn.state & conn.LOCAL_ACTIVE:
+                conn.close()
+        elif t == Event.TRANSPORT_CLOSED:
+            s = ev.connection._lab if ev.connection is not None else None
+            if s is not None:
+                self._cleanup_connection(s)
+
+    def _close_link(self, link: Any, condition: str, description: str) -> None:
+        with contextlib.suppress(Exception):
+            link.condition = Condition(condition, description)
+            link.close()
+
+    def _refuse(self, link: Any, condition: str, description: str) -> None:
+        # Like Artemis: answer the attach with a null terminus, then detach with the error.
+        if link.is_sender:
+            link.source.address = None
+        else:
+            link.target.address = None
+        link.open()
+        self._close_link(link, condition, description)
+
+    def _link_gone(self, state: Any, unsubscribe: bool = False) -> None:
+        s = state.socket
+        links = getattr(s, "links", None)
+        if links is not None:
+            links.pop(id(state), None)
+        if isinstance(state, Consumer):
+            self._remove_consumer(state, unsubscribe=unsubscribe)
+        state.gone = True
+
+    def _remove_consumer(self, c: Consumer, unsubscribe: bool = False) -> None:
+        if c.gone:
+            return
+        c.gone = True
+        q = c.queue
+        if c in q.consumers:
+            q.consumers.remove(c)
+        if c.unsettled:
+            refs = list(c.unsettled.values())
+            c.unsettled.clear()
+            self.return_refs(refs, count=True)
+        if q.qid in self._queues_by_id and (q.temporary or (c.subscription and unsubscribe)):
+            if not q.consumers:
+                self._destroy_queue(q)
+
+    # ------------------------------------------------------------------ attach
+    def _on_attach(self, link: Any) -> None:
+        s: AmqpSocket = link.connection._lab
+        if s is None or s.server is False:
+            self._refuse(link, NOT_FOUND, "unexpected link")
+            return
+        roles = self._roles_of(s)
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        if link.is_receiver:
+            self._attach_producer(link, s, roles)
+        else:
+            self._attach_consumer(link, s, roles)
+
+    def _can(self, roles: frozenset[str], perm: str, address: str) -> bool:
+        return security.allowed(self.cfg, roles, perm, address)
+
+    @staticmethod
+    def _caps(terminus: Any) -> set[str]:
+        out: set[str] = set()
+        with contextlib.suppress(Exception):
+            data = terminus.capabilities
+            data.rewind()
+            while data.next():
+                obj = data.get_object()
+                if isinstance(obj, list | tuple):
+                    out.update(str(x) for x in obj)
+                elif hasattr(obj, "elements"):
+                    out.update(str(x) for x in obj.elements)
+                else:
+                    out.add(str(obj))
+        return out
+
+    def _attach_producer(self, link: Any, s: AmqpSocket, roles: frozenset[str]) -> None:
+        address = link.remote_target.address
+        caps = self._caps(link.remote_target)
+        if str(MIRROR_CAPABILITY) in caps:
+            if address is None or not address.startswith(SNF_PREFIX):
+                self._refuse(link, NOT_FOUND, "mirror link needs an SNF address")
+                return
+            if not self._can(roles, "send", address):
+                self._refuse(link, UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have permission='SEND' "
+                                                 f"on address {address}")
+                return
+            props = link.remote_properties or {}
+            node = str(props.get(BROKER_ID) or props.get(str(BROKER_ID)) or link.connection.remote_container or "")
+            # Artemis shows the peer's SNF address on the target (not its queue).
+            if address not in self.addresses:
+                self._create_address(address, {"ANYCAST"}, capture=False)
+            state = MirrorIn(self, link, s, node)
+            self._register_link(s, link, state)
+            link.open()
+            link.flow(int(self.acceptors[s.acceptor].cfg.params.get("amqpCredits", PRODUCER_CREDIT))
+                      if s.acceptor in self.acceptors else PRODUCER_CREDIT)
+            return
+        if address is not None:
+            error = self._check_producer_address(address, caps, roles, s)
+            if error is not None:
+                self._refuse(link, *error)
+                return
+        state = Producer(self, link, s, address, roles)
+        self._register_link(s, link, state)
+        link.open()
+        state.grant()
+
+    def _check_producer_address(self, address: str, caps: set[str], roles: frozenset[str],
+                                s: AmqpSocket) -> tuple[str, str] | None:
+        if address.startswith(SNF_PREFIX) or (address in self.addresses and self.addresses[address].internal):
+            return NOT_FOUND, f"AMQ229036: Address {address} does not exist"
+        if "::" in address:
+            address = address.split("::", 1)[0]
+        if not self._can(roles, "send", address):
+            return UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have permission='SEND' on address {address}"
+        if address in self.addresses:
+            return None
+        settings = self._settings(address)
+        if not settings.auto_create_addresses:
+            return NOT_FOUND, f"AMQ229036: Address {address} does not exist"
+        if not self._can(roles, "createAddress", address):
+            return UNAUTHORIZED, (f"AMQ229032: User: {s.user} does not have permission='CREATE_ADDRESS' "
+                                  f"on address {address}")
+        rt = "ANYCAST" if "queue" in caps else "MULTICAST" if "topic" in caps else \
+            settings.default_address_routing_type.upper()
+        self._create_address(address, {rt}, auto=True)
+        if rt == "ANYCAST" and settings.auto_create_queues and self._can(roles, "createDurableQueue", address):
+            self._create_queue(address, address, "ANYCAST", True, auto=True)
+        return None
+
+    def _attach_consumer(self, link: Any, s: AmqpSocket, roles: frozenset[str]) -> None:
+        src = link.remote_source
+        address = src.address
+        if not address:
+            self._refuse(link, "amqp:not-implemented", "dynamic or null sources are not supported by the lab")
+            return
+        caps = self._caps(src)
+        browse = src.distribution_mode == Terminus.DIST_MODE_COPY
+        durable_sub = src.durability != Terminus.NONDURABLE or src.expiry_policy == Terminus.EXPIRE_NEVER
+        perm = "browse" if browse else "consume"
+        queue: Queue | None = None
+        subscription = False
+        if address.startswith(SNF_PREFIX) or (address in self.queues and self.queues[address].internal):
+            self._refuse(link, NOT_FOUND, f"AMQ229017: Queue {address} does not exist")
+            return
+        if "::" in address:
+            addr_name, qname = address.split("::", 1)
+            queue = self.queues.get(qname)
+            if queue is None or queue.address != addr_name:
+                self._refuse(link, NOT_FOUND, f"AMQ229017: Queue {address} does not exist")
+                return
+        elif address in self.queues and "topic" not in caps:
+            queue = self.queues[address]
+        else:
+            addr = self.addresses.get(address)
+            settings = self._settings(address)
+            if addr is None:
+                if not settings.auto_create_addresses:
+                    self._refuse(link, NOT_FOUND, f"AMQ229036: Address {address} does not exist")
+                    return
+                if not self._can(roles, "createAddress", address):
+                    self._refuse(link, UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have "
+                                                     f"permission='CREATE_ADDRESS' on address {address}")
+                    return
+                rt = "ANYCAST" if "queue" in caps else "MULTICAST" if "topic" in caps else \
+                    settings.default_address_routing_type.upper()
+                if rt == "ANYCAST":
+                    if not self._can(roles, "createDurableQueue", address):
+                        self._refuse(link, UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have "
+                                                         f"permission='CREATE_DURABLE_QUEUE' on address {address}")
+                        return
+                    queue = self._create_queue(address, address, "ANYCAST", True, auto=True)
+                else:
+                    addr = self._create_address(address, {"MULTICAST"}, auto=True)
+            if queue is None and addr is not None:
+                if "MULTICAST" in addr.routing_types and "queue" not in caps:
+                    subscription = True
+                else:
+                    anycast = [q for q in addr.queues.values() if q.routing_type == "ANYCAST" and not q.internal]
+                    if not anycast:
+                        self._refuse(link, NOT_FOUND, f"AMQ229017: Queue {address} does not exist")
+                        return
+                    queue = anycast[0]
+            if subscription:
+                if not self._can(roles, perm, address):
+                    self._refuse(link, UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have "
+                                                     f"permission='{perm.upper()}' on address {address}")
+                    return
+                if durable_sub:
+                    qname = f"{link.connection.remote_container}.{link.name}"
+                    queue = self.queues.get(qname)
+                    if queue is None:
+                        if not self._can(roles, "createDurableQueue", address):
+                            self._refuse(link, UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have "
+                                                             f"permission='CREATE_DURABLE_QUEUE' on address "
+                                                             f"{address}")
+                            return
+                        queue = self._create_queue(address, qname, "MULTICAST", True)
+                else:
+                    if not self._can(roles, "createNonDurableQueue", address):
+                        self._refuse(link, UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have "
+                                                         f"permission='CREATE_NON_DURABLE_QUEUE' on address "
+                                                         f"{address}")
+                        return
+                    queue = self._create_queue(address, str(uuid.uuid4()), "MULTICAST", False, temporary=False)
+                    queue.temporary = True  # removed with its consumer (Artemis: non-durable subscription)
+        assert queue is not None
+        if not self._can(roles, perm, queue.address):
+            self._refuse(link, UNAUTHORIZED, f"AMQ229032: User: {s.user} does not have permission="
+                                             f"'{perm.upper()}' on address {queue.address}")
+            return
+        if queue.max_consumers >= 0 and len(queue.consumers) >= queue.max_consumers and not browse:
+            self._refuse(link, "amqp:resource-limit-exceeded", f"AMQ229031: maximum consumers reached on {queue.name}")
+            return
+        self._consumer_seq += 1
+        c = Consumer(self, link, s, queue, browse, self._consumer_seq, subscription=subscription and durable_sub)
+        self._register_link(s, link, c)
+        if not browse:
+            queue.consumers.append(c)
+        else:
+            queue.browsers = [*getattr(queue, "browsers", []), c]
+        link.open()
+        self._dirty.add(queue)
+
+    def _register_link(self, s: AmqpSocket, link: Any, state: Any) -> None:
+        link._lab = state
+        if not hasattr(s, "links"):
+            s.links = {}
+        s.links[id(state)] = state
+
+    # ------------------------------------------------------------------ delivery to consumers
+    def mark_dirty(self, q: Queue) -> None:
+        self._dirty.add(q)
+
+    def _pump(self) -> None:
+        if self._dirty:
+            dirty, self._dirty = self._dirty, set()
+            for q in dirty:
+                if q.qid in self._queues_by_id:
+                    self._deliver(q)
+        for m in self.mirrors.values():
+            if m.snf is not None and m.snf.available and m.connected:
+                m.pump()
+
+    def _deliver(self, q: Queue) -> None:
+        addr = self.addresses.get(q.address)
+        browsers = getattr(q, "browsers", None)
+        if browsers:
+            for b in list(browsers):
+                if b.gone:
+                    browsers.remove(b)
+                else:
+                    b.browse_pump()
+        if q.paused or (addr is not None and addr.paused) or not q.consumers or not q.available:
+            return
+        consumers = q.consumers
+        avail = q.available
+        n = len(consumers)
+        idle = 0
+        while avail and idle < n:
+            c = consumers[q.rr % n]
+            q.rr += 1
+            if c.link.credit <= 0:
+                idle += 1
+                continue
+            idle = 0
+            ref = avail.popleft()
+            c.send(ref)
+
+    # ================================================================== mirror target
+    def apply_mirror_event(self, state: MirrorIn, raw: bytes) -> None:
+        meta = codec.scan(raw, want_annotations=True)
+        da = codec.read_delivery_annotations(raw, meta)
+        eid = da.get(str(INTERNAL_ID))
+        node = state.node
+        if eid is not None:
+            eid = int(eid)
+            if eid <= self._mirror_seen.get(node, 0):
+                return  # a replay after reconnect: already stored
+            self._mirror_seen[node] = eid
+            self._mirror_seen_dirty.add(node)
+        ann = {str(k): v for k, v in (meta.annotations or {}).items()}
+        event = ann.get(str(EVENT_TYPE))
+        if event is None:
+            stored = codec.without_delivery_annotations(raw, meta)
+            smeta = codec.scan(stored)
+            address = da.get(str(INTERNAL_DESTINATION)) or smeta.to
+            origin_node = str(da.get(str(BROKER_ID)) or node)
+            if address is None:
+                return
+            if address not in self.addresses:
+                settings = self._settings(address)
+                self._create_address(address, {settings.default_address_routing_type.upper()}, auto=True,
+                                     capture=False)
+            self.route(address, stored, smeta, from_mirror=True, origin=(origin_node, int(eid or 0)))
+            return
+        event = str(event)
+        body = Message()
+        body.decode(raw)
+        if event == POST_ACK:
+            qname = str(ann.get(str(QUEUE)))
+            origin_node = str(ann.get(str(BROKER_ID)) or node)
+            self.ack_manager.handle(qname, origin_node, int(body.body))
+        elif event == ADD_ADDRESS:
+            info = json.loads(body.body)
+            self._create_address(info["name"], {r.upper() for r in info.get("routingTypes", ["MULTICAST"])},
+                                 capture=False)
+        elif event == DELETE_ADDRESS:
+            addr = self.addresses.get(str(ann.get(str(ADDRESS))))
+            if addr is not None and not addr.internal:
+                self._delete_address(addr, capture=False)
+        elif event == CREATE_QUEUE:
+            info = json.loads(body.body)
+            if info["name"] not in self.queues:
+                self._create_queue(info["address"], info["name"], info.get("routing-type", "ANYCAST"),
+                                   bool(info.get("durable", True)), info.get("filter-string"),
+                                   auto=bool(info.get("auto-created", False)), capture=False)
+        elif event == DELETE_QUEUE:
+            q = self.queues.get(str(ann.get(str(QUEUE))))
+            if q is not None and not q.internal:
+                self._destroy_queue(q, capture=False)
+
+    # ================================================================== public API (thread-safe)
+    def _api_done(self) -> None:
+        self._commit()
+        self.loop.wake()
+
+    def _visible_queue(self, q: Queue) -> bool:
+        if not q.internal:
+            return True
+        return q.name.startswith(SNF_PREFIX) and at_least(self.instance.emulated_version, "2.32")
+
+    def _queue(self, name: str) -> Queue:
+        q = self.queues.get(name)
+        if q is None or not self._visible_queue(q):
+            raise errors.NonExistentQueue(name)
+        return q
+
+    def _address(self, name: str) -> Address:
+        addr = self.addresses.get(name)
+        if addr is None or (addr.internal and not at_least(self.instance.emulated_version, "2.32")):
+            raise errors.NonExistentAddress(name)
+        return addr
+
+    def broker_info(self) -> dict[str, Any]:
+        with self._lock:
+            visible = [q for q in self.queues.values() if self._visible_queue(q)]
+            client = [q for q in visible if not q.internal]
+            return {
+                "started": self.started,
+                "active": self.started,
+                "uptime_ms": int((time.time() - self._started_at) * 1000) if self.started else 0,
+                "connection_count": sum(1 for s in self.sockets.values() if s.server),
+                "total_message_count": sum(q.message_count for q in client),
+                "total_consumer_count": sum(len(q.consumers) for q in client),
+                "total_messages_added": sum(q.messages_added for q in client),
+                "total_messages_acknowledged": sum(q.messages_acknowledged for q in client),
+                "pending_mirror_acks": len(self.ack_manager.pending),
+                "address_names": sorted(a.name for a in self.addresses.values()
+                                        if not a.internal or at_least(self.instance.emulated_version, "2.32")),
+                "queue_names": sorted(q.name for q in visible),
+                "plugin_class_names": [p.class_name for p in self.cfg.broker_plugins],
+                "ha_policy": self._ha_policy(),
+                "backup": (self.cfg.ha_policy.role in ("backup", "slave")),
+                "node_id": self.node_id,
+            }
+
+    def _ha_policy(self) -> str:
+        ha = self.cfg.ha_policy
+        if ha.kind in HA_POLICIES:
+            return HA_POLICIES[ha.kind]
+        backup = ha.role in ("backup", "slave")
+        if ha.kind == "replication":
+            return "REPLICATION_BACKUP_LOCK_MANAGER" if False else ("REPLICATED" if not backup else "REPLICA")
+        if ha.kind == "shared-store":
+            return "SHARED_STORE_BACKUP" if backup else "SHARED_STORE_PRIMARY"
+        return "PRIMARY_ONLY"
+
+    def address_info(self, address: str) -> dict[str, Any]:
+        with self._lock:
+            addr = self._address(address)
+            count = sum(q.message_count for q in addr.queues.values())
+            return {
+                "routing_types": sorted(addr.routing_types),
+                "queue_names": sorted(addr.queues),
+                "message_count": count,
+                "number_of_messages": count,
+                "paused": addr.paused,
+                "internal": addr.internal,
+                "temporary": False,
+                "bytes": sum(len(r.msg.raw) for q in addr.queues.values() for r in q.available),
+                "blocked": addr.blocked,
+                "auto_created": addr.auto_created,
+            }
+
+    def create_address(self, address: str, routing_types: list[str]) -> None:
+        with self._lock:
+            self._create_address(address, {r.upper() for r in routing_types})
+            self._api_done()
+
+    def delete_address(self, address: str, force: bool = False) -> None:
+        with self._lock:
+            addr = self._address(address)
+            if addr.queues and not force:
+                raise errors.IllegalState(f"AMQ229203: Address {address} has bindings")
+            self._delete_address(addr)
+            self._api_done()
+
+    def pause_address(self, address: str, persist: bool = False) -> None:
+        with self._lock:
+            addr = self._address(address)
+            addr.paused = True
+            if persist:
+                addr.persisted_pause = True
+                self.journal.append(("p", address, True))
+            self._api_done()
+
+    def resume_address(self, address: str) -> None:
+        with self._lock:
+            addr = self._address(address)
+            addr.paused = False
+            if addr.persisted_pause:
+                addr.persisted_pause = False
+                self.journal.append(("p", address, False))
+            self._dirty.update(addr.queues.values())
+            self._api_done()
+
+    def block_address(self, address: str) -> bool:
+        with self._lock:
+            addr = self._address(address)
+            addr.blocked = True
+            log.info("AMQ224114-lab: address %s blocked", address)
+            return True
+
+    def unblock_address(self, address: str) -> bool:
+        with self._lock:
+            addr = self._address(address)
+            addr.blocked = False
+            for s in self.sockets.values():
+                for state in getattr(s, "links", {}).values():
+                    if isinstance(state, Producer):
+                        state.grant()
+            log.info("AMQ224115-lab: address %s unblocked", address)
+            self._api_done()
+            return True
+
+    def address_blocked(self, address: str) -> bool:
+        with self._lock:
+            addr = self.addresses.get(address)
+            return bool(addr is not None and addr.blocked)
+
+    def queue_info(self, queue: str) -> dict[str, Any]:
+        with self._lock:
+            return self._queue(queue).info()
+
+    def create_queue(self, address: str, queue: str, routing_type: str, durable: bool = True,
+                     filter: str | None = None, ignore_if_exists: bool = False) -> None:
+        with self._lock:
+            if queue in self.queues:
+                if ignore_if_exists:
+                    return
+                raise errors.QueueExists(queue, self.queues[queue].address)
+            self._create_queue(address, queue, routing_type, durable, filter)
+            self._api_done()
+
+    def destroy_queue(self, queue: str, remove_consumers: bool = False) -> None:
+        with self._lock:
+            q = self._queue(queue)
+            if q.internal:
+                raise errors.IllegalState(f"queue {queue} is internal")
+            if q.consumers and not remove_consumers:
+                raise errors.IllegalState(f"AMQ229025: Cannot delete queue {queue} on binding - it has consumers")
+            self._destroy_queue(q)
+            self._api_done()
+
+    def pause_queue(self, queue: str, persist: bool = False) -> None:
+        with self._lock:
+            q = self._queue(queue)
+            q.paused = True
+            if persist:
+                q.persisted_pause = True
+                self.journal.append(("P", q.qid, True))
+            self._api_done()
+
+    def resume_queue(self, queue: str) -> None:
+        with self._lock:
+            q = self._queue(queue)
+            q.paused = False
+            if q.persisted_pause:
+                q.persisted_pause = False
+                self.journal.append(("P", q.qid, False))
+            self._dirty.add(q)
+            self._api_done()
+
+    def count_messages(self, queue: str, filter: str | None = None) -> int:
+        with self._lock:
+            q = self._queue(queue)
+            if not filter:
+                return q.message_count
+            from artemis_lab.core.filters import compile_filter
+
+            match = compile_filter(filter)
+            return sum(1 for r in q.available if match(r.msg))
+
+    def remove_messages(self, queue: str, filter: str | None = None) -> int:
+        with self._lock:
+            q = self._queue(queue)
+            from artemis_lab.core.filters import compile_filter
+
+            match = compile_filter(filter)
+            victims = [r for r in q.available if match(r.msg)]
+            for r in victims:
+                q.available.remove(r)
+                self._ack(r)
+            self._api_done()
+            return len(victims)
+
+    def browse_messages(self, queue: str, limit: int = 100) -> list[dict[str, Any]]:
+        with self._lock:
+            q = self._queue(queue)
+            out = []
+            for r in list(q.available)[:limit]:
+                props: dict[str, Any] = {}
+                if r.msg.kind != KIND_MIRROR_EVENT:
+                    with contextlib.suppress(Exception):
+                        props = {str(k): v for k, v in codec.application_properties(r.msg.raw).items()}
+                out.append({"messageID": r.msg.mid, "address": r.msg.address, "durable": r.msg.durable,
+                            "timestamp": r.msg.timestamp, "userID": str(r.msg.meta.message_id or ""),
+                            "properties": props, "deliveryCount": r.delivery_count})
+            return out
+
+    def acceptor_names(self) -> list[str]:
+        with self._lock:
+            return list(self.acceptors)
+
+    def _acceptor(self, name: str) -> _Acceptor:
+        acc = self.acceptors.get(name)
+        if acc is None:
+            raise errors.IllegalArgument(f"acceptor {name} not found")
+        return acc
+
+    def acceptor_info(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            acc = self._acceptor(name)
+            params = dict(acc.cfg.params)
+            params.setdefault("host", acc.cfg.host)
+            params.setdefault("port", str(acc.cfg.port))
+            return {"started": acc.started, "parameters": params,
+                    "factory_class_name":
+                        "org.apache.activemq.artemis.core.remoting.impl.netty.NettyAcceptorFactory",
+                    "bound_port": acc.port}
+
+    def start_acceptor(self, name: str) -> None:
+        with self._lock:
+            acc = self._acceptor(name)
+            if acc.sock is None:
+                self._bind(acc)
+            self.loop.wake()
+
+    def stop_acceptor(self, name: str) -> None:
+        with self._lock:
+            acc = self._acceptor(name)
+            self._unbind(acc)
+            self._api_done()
+
+    def broker_connections(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out = [m.info() for m in self.mirrors.values()]
+            for bc in self.cfg.broker_connections:
+                if bc.name not in self.mirrors:
+                    out.append({"name": bc.name, "protocol": "AMQP", "started": False, "connected": False,
+                                "uri": bc.uri, "user": bc.user, "retry_interval": bc.retry_interval,
+                                "reconnect_attempts": bc.reconnect_attempts, "auto_start": bc.auto_start})
+            return out
+
+    def _mirror(self, name: str) -> MirrorSource:
+        m = self.mirrors.get(name)
+        if m is None:
+            raise errors.IllegalArgument(f"broker connection {name} not found")
+        return m
+
+    def start_broker_connection(self, name: str) -> None:
+        with self._lock:
+            self._mirror(name).start()
+            self.loop.wake()
+
+    def stop_broker_connection(self, name: str) -> None:
+        with self._lock:
+            self._mirror(name).stop()
+            self._api_done()
+
+    def connections(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out = []
+            for s in self.sockets.values():
+                if not s.server:
+                    continue
+                sessions = {id(st.link.session) for st in getattr(s, "links", {}).values()}
+                out.append({"connectionID": s.id, "clientAddress": s.client_address,
+                            "creationTime": s.creation_time, "sessionCount": len(sessions), "protocol": "AMQP",
+                            "user": s.user, "acceptor": s.acceptor})
+            return out
+
+    def close_connections_for_user(self, user: str) -> bool:
+        with self._lock:
+            victims = [s for s in self.sockets.values() if s.server and s.user == user]
+            for s in victims:
+                self.force_close(s)
+            self._api_done()
+            return bool(victims)
+
+    def consumers(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out = []
+            for s in self.sockets.values():
+                for st in getattr(s, "links", {}).values():
+                    if isinstance(st, Consumer):
+                        out.append({"consumerID": st.cid, "connectionID": s.id, "queueName": st.queue.name,
+                                    "address": st.queue.address, "browseOnly": st.browse,
+                                    "deliveringCount": len(st.unsettled), "user": s.user})
+            return out
