@@ -1,0 +1,1 @@
+"""Jolokia 2 protocol endpoint of the lab broker (`/console/jolokia`): ObjectNames, request handling, HTTP."""
