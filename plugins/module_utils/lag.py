@@ -596,3 +596,22 @@ def assess(
         "queue_diffs": list(comparison.diffs) if comparison is not None else [],
         "notes": notes,
     }
+
+
+#: Nullable fields of an evidence ``lag_sample`` record (docs/evidence.md), besides source/site/reachable.
+LAG_SAMPLE_FIELDS = ("peer", "connection", "started", "connected", "backlog", "pending_acks", "add_rate",
+                     "drain_rate", "lag_seconds", "queue_diff_count", "passive_consumers", "rpo_messages_est",
+                     "rpo_seconds_est", "rto_seconds_est", "role")
+
+
+def lag_sample_fields(assessment: Mapping[str, Any], *, source: str, site: str, reachable: bool = True,
+                      peer: Optional[str] = None, connection: Optional[str] = None,
+                      passive_consumers: Optional[int] = None, role: Optional[str] = None) -> dict:
+    """The fields of an evidence ``lag_sample`` record from an :func:`assess` result (without ``schema``,
+    ``kind``, ``run_id``, ``ts``): pass them to ``evidence.lag_sample_record(run_id, **fields)``."""
+    out = {"source": source, "site": site, "reachable": bool(reachable)}
+    for name in LAG_SAMPLE_FIELDS:
+        out[name] = assessment.get(name)
+    out.update({"peer": peer, "connection": connection, "passive_consumers": passive_consumers, "role": role,
+                "queue_diffs": list(assessment.get("queue_diffs") or []), "notes": list(assessment.get("notes") or [])})
+    return out

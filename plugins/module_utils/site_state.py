@@ -434,3 +434,57 @@ def consumers_on(snapshot: dict, queues: Optional[Sequence[str]] = None,
     if queues or prefix:
         names = select_names(names, queues, prefix)
     return {n: pool[n]["consumer_count"] for n in names if (pool[n].get("consumer_count") or 0) > 0}
+
+
+def assess_mirrors(current: dict, previous: Optional[dict] = None, peer: Optional[dict] = None,
+                   connection: Optional[str] = None, overhead_seconds: float = 0.0,
+                   assumed_drain_rate: Optional[float] = None, queue_tolerance: int = 0,
+                   exclude_prefixes: Sequence[str] = (), address_filter: Optional[str] = None,
+                   disconnected_for: Optional[float] = None) -> dict:
+    """Lag assessment of every outgoing mirror of a site (the one function behind ``mirror_info`` and the agent).
+
+    ``previous`` (an earlier snapshot of the same site) gives rates; ``peer`` gives the target's
+    ``PendingMirrorAcks``, the per-queue comparison and the consumers on the peer. Returns
+    ``{"connections": [per-connection dict: lag.assess() keys + name/uri/connected_source/snf_queue/lag_sample],
+    "comparison": QueueComparison.as_dict() or None, "passive_consumers": int or None}``; each ``lag_sample``
+    holds the evidence ``lag_sample`` fields (source "module"; callers may override).
+    """
+    comparison = None
+    passive = None
+    peer_ok = peer is not None and peer.get("reachable", True)
+    if peer_ok and current.get("reachable", True):
+        comparison = compare_sites(current, peer, tolerance=queue_tolerance, exclude_prefixes=exclude_prefixes,
+                                   address_filter=address_filter)
+    if peer_ok:
+        passive = sum(consumers_on(peer).values())
+    out = []
+    for name in mirror_connections(current, connection):
+        conn = (current.get("connections") or {}).get(name) or {}
+        cur = snf_sample(current, name)
+        prev = snf_sample(previous, name) if previous and previous.get("reachable", True) else None
+        a = lag.assess(prev, cur, connected=conn.get("connected"), started=conn.get("started"),
+                       pending_acks=peer.get("pending_mirror_acks") if peer_ok else None, comparison=comparison,
+                       overhead_seconds=overhead_seconds, assumed_drain_rate=assumed_drain_rate,
+                       disconnected_for=disconnected_for)
+        if not conn:
+            a["notes"].insert(0, "no broker connection named %r on broker %s" % (name, current.get("broker")))
+        if peer is None:
+            a["notes"].append("no peer given: pending acks and queue comparison not checked")
+        elif not peer_ok:
+            a["notes"].append("peer unreachable: %s" % peer.get("error"))
+        elif peer.get("pending_mirror_acks") is None:
+            a["notes"].append("peer PendingMirrorAcks unknown (needs Artemis %s+)" % versions.since(
+                "pending_mirror_acks"))
+        mirror = (current.get("mirrors") or {}).get(name) or {}
+        entry = dict(a)
+        entry.update({"name": name, "uri": conn.get("uri"), "exists": bool(conn),
+                      "connected_source": conn.get("connected_source"), "mirror": conn.get("mirror"),
+                      "snf_queue": mirror.get("snf_queue", lag.snf_queue_name(name))})
+        entry["lag_sample"] = lag.lag_sample_fields(
+            a, source="module", site=current.get("site") or current.get("broker"),
+            reachable=current.get("reachable", True), connection=name,
+            peer=(peer.get("site") or peer.get("broker")) if peer is not None else None,
+            passive_consumers=passive)
+        out.append(entry)
+    return {"connections": out, "comparison": comparison.as_dict() if comparison is not None else None,
+            "passive_consumers": passive}

@@ -1,0 +1,189 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: broker_info
+short_description: Read the state of an ActiveMQ Artemis broker over Jolokia
+description:
+  - Reads version, name, node id, active/backup state, HA policy, uptime, the C(Status) document (configuration
+    reload checksums and errors), acceptors, addresses and queues with message counts, and broker connections with
+    their state, in one bulk Jolokia request whatever the number of queues.
+  - Detects the features of the broker's Artemis release (for example the broker-connection MBean since 2.39 and
+    C(PendingMirrorAcks) since 2.40). A value a release cannot give is returned as V(null) with a note, never as 0.
+author:
+  - continuity.artemis contributors (@continuity-artemis)
+extends_documentation_fragment:
+  - continuity.artemis.jolokia
+options:
+  name_regex:
+    description:
+      - Only return addresses and queues whose name matches this regular expression (Python C(re.search)).
+    type: str
+  include_internal:
+    description:
+      - Also return internal queues (for example the mirror store-and-forward queues C($ACTIVEMQ_ARTEMIS_MIRROR_*))
+        and temporary queues.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    description: Read-only; runs the same in check mode.
+    support: full
+  diff_mode:
+    description: Read-only; nothing to diff.
+    support: N/A
+  action_group:
+    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
+    support: full
+    membership:
+      - continuity.artemis.jolokia
+seealso:
+  - module: continuity.artemis.mirror_info
+'''
+
+EXAMPLES = r'''
+- name: Read the dc1 broker
+  continuity.artemis.broker_info:
+    url: http://dc1.example.com:8161/console/jolokia
+    username: admin
+    password: "{{ artemis_admin_password }}"
+  register: dc1
+
+- name: Fail when the last configuration reload reported errors
+  ansible.builtin.assert:
+    that: dc1.broker.status is not search('error', ignorecase=True)
+
+- name: Only the orders queues
+  continuity.artemis.broker_info:
+    url: https://dc2.example.com:8161/console/jolokia
+    username: admin
+    password: "{{ artemis_admin_password }}"
+    ca_path: /etc/pki/artemis-ca.pem
+    name_regex: '^orders\.'
+'''
+
+RETURN = r'''
+broker:
+  description: Broker attributes.
+  returned: success
+  type: dict
+  contains:
+    name: {description: Broker name., type: str, sample: dc1}
+    version: {description: Artemis version., type: str, sample: 2.44.0}
+    node_id: {description: Node id., type: str}
+    active: {description: The broker is active (not a waiting backup)., type: bool}
+    started: {description: The broker is started., type: bool}
+    backup: {description: Configured as backup., type: bool}
+    ha_policy: {description: HA policy., type: str, sample: Primary Only}
+    uptime: {description: Uptime text., type: str}
+    uptime_millis: {description: Uptime in ms., type: int}
+    status: {description: Decoded C(Status) JSON (configuration reload state and errors)., type: raw}
+    pending_mirror_acks: {description: Mirrored acks waiting to be applied on this broker; null before 2.40., type: int}
+    connection_count: {description: Client connections., type: int}
+    total_message_count: {description: Messages in all queues., type: int}
+    total_consumer_count: {description: Consumers on all queues., type: int}
+features:
+  description: Feature flags detected from the version (see docs/modules.md).
+  returned: success
+  type: dict
+  sample: {broker_connection_mbean: true, pending_mirror_acks: true, snf_queue_mbean: true}
+acceptors:
+  description: Acceptors by name with C(started) and C(parameters).
+  returned: success
+  type: dict
+addresses:
+  description: Addresses by name with C(paused), C(routing_types), C(message_count), C(queue_names).
+  returned: success
+  type: dict
+queues:
+  description: >-
+    Queues by name with C(address), C(routing_type), C(message_count), C(delivering_count), C(consumer_count),
+    C(messages_added), C(messages_acknowledged), C(paused), C(persisted_pause), C(internal), C(temporary).
+  returned: success
+  type: dict
+broker_connections:
+  description: >-
+    Broker connections by name with C(started), C(connected) (null before 2.39 unless inferred from the mirror
+    queue consumer, see C(connected_source)), C(uri) (null before 2.39), C(mirror).
+  returned: success
+  type: dict
+notes:
+  description: What could not be read and why.
+  returned: success
+  type: list
+  elements: str
+requests:
+  description: HTTP requests the module made.
+  returned: success
+  type: int
+'''
+
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.continuity.artemis.plugins.module_utils.jolokia import JolokiaError
+from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import (
+    collector_from_params,
+    fail_on_error,
+    jolokia_argument_spec,
+)
+
+_BROKER_KEYS = ("name", "version", "node_id", "active", "started", "backup", "ha_policy", "uptime", "uptime_millis",
+                "status", "pending_mirror_acks", "connection_count", "total_message_count", "total_consumer_count")
+
+
+def _strip(entry):
+    return {k: v for k, v in entry.items() if k != "mbean"}
+
+
+def main():
+    spec = jolokia_argument_spec()
+    spec.update(name_regex=dict(type="str"), include_internal=dict(type="bool", default=False))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    rx = None
+    if module.params["name_regex"]:
+        try:
+            rx = re.compile(module.params["name_regex"])
+        except re.error as exc:
+            module.fail_json(msg="name_regex is not a valid regular expression: %s" % exc)
+    try:
+        collector = collector_from_params(module.params)
+        snap = collector.collect(include_addresses=True)
+    except JolokiaError as exc:
+        fail_on_error(module, exc)
+    incl = module.params["include_internal"]
+
+    def keep(name, entry=None):
+        if rx is not None and not rx.search(name):
+            return False
+        if not incl and entry is not None and (entry.get("internal") or entry.get("temporary")):
+            return False
+        return True
+
+    queues = {n: _strip(q) for n, q in snap["queues"].items() if keep(n, q)}
+    addresses = {n: _strip(a) for n, a in (snap["addresses"] or {}).items() if keep(n)}
+    if not incl:
+        addresses = {n: a for n, a in addresses.items() if not n.startswith("$ACTIVEMQ_ARTEMIS_MIRROR_")}
+    module.exit_json(
+        changed=False,
+        broker={k: snap.get(k) for k in _BROKER_KEYS},
+        features=snap["features"],
+        acceptors={n: _strip(a) for n, a in snap["acceptors"].items()},
+        addresses=addresses,
+        queues=queues,
+        broker_connections={n: _strip(c) for n, c in snap["connections"].items()},
+        notes=snap["notes"],
+        requests=collector.client.request_count,
+    )
+
+
+if __name__ == "__main__":
+    main()
