@@ -16,6 +16,7 @@
   ``lab-artemis-2.33.0-bin.zip``; ``''`` when the name carries no version.
 * ``artemis_home_dir(path)``: the archive's top directory name (``apache-artemis-2.44.0``).
 * ``artemis_merge_security(a, b)``: security settings merged by match (roles united per permission).
+* ``artemis_acceptor_params(xml)``: ``{acceptor: {param: value}}`` of a broker.xml (to keep a fence).
 * ``artemis_roles_map(users)``: ``{role: [users]}`` for artemis-roles.properties.
 """
 
@@ -153,6 +154,86 @@ def artemis_roles_map(users):
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
+def artemis_acceptor_params(xml_text):
+    """{acceptor name: {uri param: value}} of a broker.xml text ('' or unparsable -> {}). The deploy uses it to
+    keep a runbook's fence (``autoStart=false`` on client acceptors) when it renders broker.xml again."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(xml_text or "")
+    except ET.ParseError:
+        return {}
+    out = {}
+    for el in root.iter():
+        if el.tag.split("}", 1)[-1] != "acceptor" or not el.get("name"):
+            continue
+        query = (el.text or "").strip().partition("?")[2]
+        params = {}
+        for part in query.split(";"):
+            key, sep, value = part.partition("=")
+            if sep:
+                params[key.strip()] = value.strip()
+        out[el.get("name")] = params
+    return out
+
+
+def artemis_fence(xml_text, acceptor_names):
+    """{acceptor: autoStart value} for the named acceptors that carry ``autoStart`` in a broker.xml text."""
+    params = artemis_acceptor_params(xml_text)
+    return {n: params[n]["autoStart"] for n in acceptor_names or [] if "autoStart" in params.get(n, {})}
+
+
+def _hv(hostvars, host, key, default=None):
+    try:
+        value = hostvars[host][key]
+    except (KeyError, TypeError):
+        return default
+    return default if value is None else value
+
+
+def artemis_mirror_endpoints(hosts, hostvars):
+    """``host:port`` of the mirror acceptor of each broker in ``hosts`` (a peer site), primary before backup so
+    the first URI of the ``#`` list is the live broker and the rest are its HA alternates.
+
+    host = ``mirror_advertised_host`` | ``ansible_host`` | inventory name;
+    port = ``broker_mirror_acceptor.port`` (61617) + ``broker_port_offset`` (0)."""
+    out = []
+    for host in hosts or []:
+        ha = _hv(hostvars, host, "broker_ha_policy", {}) or {}
+        backup = 1 if (ha.get("role") == "backup") else 0
+        name = _hv(hostvars, host, "mirror_advertised_host") or _hv(hostvars, host, "ansible_host") or host
+        acceptor = _hv(hostvars, host, "broker_mirror_acceptor", {}) or {}
+        port = int(acceptor.get("port", 61617)) + int(_hv(hostvars, host, "broker_port_offset", 0) or 0)
+        out.append((backup, f"{name}:{port}"))
+    return [ep for _, ep in sorted(out, key=lambda t: t[0])]
+
+
+def artemis_mirror_grants(address_filter, message_acknowledgements=True, queue_creation=True, queue_removal=True):
+    """Security settings (``[{match, permissions}]``) for role placeholder ``ROLE``: what an incoming mirror
+    needs on the addresses it mirrors. Address filter prefixes ending in ``.`` become ``<prefix>#``; other
+    prefixes get ``<prefix>`` and ``<prefix>.#`` (Artemis matches words, the mirror filter matches characters);
+    no filter = ``#``. Exclusions need no grant."""
+    perms = ["send"]
+    if message_acknowledgements:
+        perms.append("consume")
+    if queue_creation:
+        perms += ["createAddress", "createDurableQueue", "createNonDurableQueue"]
+    if queue_removal:
+        perms += ["deleteAddress", "deleteDurableQueue", "deleteNonDurableQueue"]
+    matches = []
+    for entry in (address_filter or "").split(","):
+        entry = entry.strip()
+        if not entry or entry.startswith("!"):
+            continue
+        if entry.endswith("."):
+            matches.append(entry + "#")
+        else:
+            matches += [entry, entry + ".#"]
+    if not matches:
+        matches = ["#"]
+    return [{"match": m, "permissions": {p: ["ROLE"] for p in sorted(perms)}} for m in matches]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -165,4 +246,8 @@ class FilterModule:
             "artemis_home_dir": artemis_home_dir,
             "artemis_merge_security": artemis_merge_security,
             "artemis_roles_map": artemis_roles_map,
+            "artemis_acceptor_params": artemis_acceptor_params,
+            "artemis_fence": artemis_fence,
+            "artemis_mirror_endpoints": artemis_mirror_endpoints,
+            "artemis_mirror_grants": artemis_mirror_grants,
         }

@@ -149,3 +149,16 @@ def test_security_settings_merge_by_match():
     perms = {p.get("type"): p.get("roles") for p in hash_setting}
     assert perms["send"] == "amq,app,mirror"
     assert perms["createAddress"] == "mirror"
+
+
+def test_fence_written_by_a_runbook_survives_a_render():
+    from ansible_collections.continuity.artemis.plugins.filter.artemis import artemis_acceptor_params
+
+    fenced = render("broker", "broker.xml.j2", {"broker_admin_password": "x"},
+                    {"broker__version": "2.44.0", "broker__fence": {"artemis": "false"}})
+    params = artemis_acceptor_params(fenced)
+    assert params["artemis"]["autoStart"] == "false"
+    assert "autoStart" not in params["mirror"]  # the mirror acceptor is never fenced
+    unfenced = render("broker", "broker.xml.j2", {"broker_admin_password": "x", "broker_preserve_fence": False},
+                      {"broker__version": "2.44.0", "broker__fence": {"artemis": "false"}})
+    assert "autoStart" not in artemis_acceptor_params(unfenced)["artemis"]
