@@ -323,7 +323,7 @@ class JolokiaClient:
     def __init__(self, url: str, username: Optional[str] = None, password: Optional[str] = None,
                  origin: Optional[str] = None, validate_certs: bool = True, ca_path: Optional[str] = None,
                  timeout: float = DEFAULT_TIMEOUT, retries: int = 2, backoff: float = 0.2,
-                 transport: Any = None, sleep: Callable[[float], None] = time.sleep,
+                 transport: Any = None, sleep: Optional[Callable[[float], None]] = None,
                  idle_reconnect: float = 2.0):
         self.url = url
         parts = urlsplit(url)
@@ -340,7 +340,7 @@ class JolokiaClient:
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self.timeout = timeout
-        self._sleep = sleep
+        self._sleep = sleep or (lambda seconds: time.sleep(seconds))
         self.idle_reconnect = idle_reconnect
         self.transport = transport or HttpTransport(url, timeout, validate_certs, ca_path)
         self.request_count = 0

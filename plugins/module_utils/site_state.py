@@ -320,11 +320,12 @@ class SiteCollector:
     """
 
     def __init__(self, client: j.JolokiaClient, broker_name: Optional[str] = None, site: Optional[str] = None,
-                 clock=time.time):
+                 clock=None):
         self.client = client
         self.broker_name = broker_name
         self.site = site
-        self._clock = clock
+        # looked up at call time so tests can replace this module's ``time``
+        self._clock = clock or (lambda: time.time())
 
     def resolve_broker(self) -> str:
         if self.broker_name is None:

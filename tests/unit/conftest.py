@@ -409,8 +409,46 @@ class Sites:
 def jolokia_sites(monkeypatch):
     sites = Sites()
     monkeypatch.setattr(jolokia, "HttpTransport", sites.transport)
-    monkeypatch.setattr(jolokia.time, "sleep", lambda s: None)
     return sites
+
+
+class FakeTime:
+    """Stand-in for the ``time`` module: ``sleep`` advances the clock instead of waiting."""
+
+    def __init__(self, start: float = 1_795_314_000.0):
+        self.now = start
+        self.mono = 1000.0
+        self.sleeps: list[float] = []
+        self.on_sleep = None  # callback(seconds) to change broker state between samples
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        self.mono += seconds
+        if self.on_sleep:
+            self.on_sleep(seconds)
+
+
+@pytest.fixture
+def fake_time(monkeypatch):
+    """Replace ``time`` in site_state, gates and the modules that sample (mirror_info, mirror_wait)."""
+    import importlib
+
+    ft = FakeTime()
+    for mod in ("plugins.module_utils.site_state", "plugins.module_utils.gates", "plugins.modules.mirror_info",
+                "plugins.modules.mirror_wait", "plugins.module_utils.jolokia"):
+        try:
+            m = importlib.import_module("ansible_collections.continuity.artemis." + mod)
+        except ImportError:
+            continue
+        monkeypatch.setattr(m, "time", ft)
+    return ft
 
 
 # ------------------------------------------------------------------------------------------ module runs
