@@ -113,3 +113,51 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+class TargetCapability:
+    """Link option: put a capability (e.g. `queue`, `topic`) on the link's target terminus (a sender)."""
+
+    def __init__(self, capability: str):
+        self.capability = capability
+
+    def apply(self, link: Any) -> None:
+        from proton import symbol
+
+        link.target.capabilities.put_object(symbol(self.capability))
+
+    def test(self, link: Any) -> bool:
+        return bool(link.is_sender)
+
+
+class SourceCapability(TargetCapability):
+    def apply(self, link: Any) -> None:
+        from proton import symbol
+
+        link.source.capabilities.put_object(symbol(self.capability))
+
+    def test(self, link: Any) -> bool:
+        return bool(link.is_receiver)
+
+
+def flush(conn: BlockingConnection, rounds: int = 5) -> None:
+    """Blocking clients only do I/O inside wait(); push out pending frames (e.g. an accept)."""
+    for _ in range(rounds):
+        conn.container.process()
+
+
+def _serve_forever(instance_parent: str, name: str, port: int) -> None:
+    """Subprocess entry point for crash tests: run one broker until killed."""
+    import pathlib
+    import sys
+
+    b = start(instance(pathlib.Path(instance_parent), name=name, port=port))
+    print("READY", port_of(b), flush=True)
+    sys.stdin.read()  # block until killed (or stdin closed)
+    b.stop()
+
+
+if __name__ == "__main__":
+    import sys
+
+    _serve_forever(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -1,0 +1,178 @@
+"""Lab broker engine over AMQP with a plain proton client: SASL, routing, settlement, browse, security."""
+
+from __future__ import annotations
+
+import pytest
+from core_support import (
+    SourceCapability,
+    TargetCapability,
+    connect,
+    flush,
+    instance,
+    port_of,
+    send,
+    start,
+    wait_for,
+)
+from proton import ConnectionException, Message
+from proton.reactor import Copy
+from proton.utils import LinkDetached
+
+from artemis_lab import errors
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = start(instance(tmp_path))
+    yield b
+    b.stop()
+
+
+def test_wrong_password_is_refused(broker):
+    port = port_of(broker)
+    with pytest.raises(ConnectionException) as exc:
+        connect(port, password="wrong")
+    assert "unauthorized-access" in str(exc.value)
+    with pytest.raises(ConnectionException):
+        connect(port, user="nobody", password="x")
+    connect(port).close()  # the right password still works
+
+
+def test_anycast_delivery_preserves_message_and_counts(broker):
+    port = port_of(broker)
+    conn = connect(port)
+    snd = conn.create_sender("orders")
+    sent = Message(body="hello", durable=True, properties={"k": "v", "n": 7}, subject="s1", id="m-1",
+                   annotations={"x-opt-lab": "a"})
+    snd.send(sent)
+    assert broker.queue_info("orders")["message_count"] == 1
+    assert broker.queue_info("orders")["messages_added"] == 1
+    rcv = conn.create_receiver("orders")
+    got = rcv.receive(timeout=5)
+    assert (got.body, got.properties, got.subject, got.id, got.durable) == ("hello", {"k": "v", "n": 7}, "s1",
+                                                                            "m-1", True)
+    assert got.annotations == {"x-opt-lab": "a"}
+    assert broker.queue_info("orders")["delivering_count"] == 1
+    rcv.accept()
+    flush(conn)
+    wait_for(lambda: broker.queue_info("orders")["message_count"] == 0)
+    assert broker.queue_info("orders")["messages_acknowledged"] == 1
+    conn.close()
+
+
+def test_multicast_address_fans_out_to_each_subscriber(broker):
+    broker.create_address("news", ["MULTICAST"])
+    port = port_of(broker)
+    conn, conn2 = connect(port), connect(port)  # the blocking client names links after the address: 2 conns
+    r1 = conn.create_receiver("news")
+    r2 = conn2.create_receiver("news")
+    wait_for(lambda: len(broker.address_info("news")["queue_names"]) == 2)
+    send(port, "news", ["flash"])
+    assert r1.receive(timeout=5).body == "flash"
+    assert r2.receive(timeout=5).body == "flash"
+    r1.accept()
+    r2.accept()
+    conn.close()
+    conn2.close()
+    # non-durable subscription queues go away with their receivers
+    wait_for(lambda: broker.address_info("news")["queue_names"] == [])
+
+
+def test_auto_create_anycast_queue_and_multicast_address(broker):
+    port = port_of(broker)
+    send(port, "auto.jobs", ["j1"], options=TargetCapability("queue"))
+    assert broker.queue_info("auto.jobs")["message_count"] == 1
+    assert broker.queue_info("auto.jobs")["routing_type"] == "ANYCAST"
+    # no capability: the address-settings default routing type (MULTICAST, as Artemis) applies
+    send(port, "auto.events", ["e1"])
+    assert broker.address_info("auto.events")["routing_types"] == ["MULTICAST"]
+    assert broker.address_info("auto.events")["queue_names"] == []  # nobody subscribed: message dropped
+
+
+def test_browse_does_not_consume(broker):
+    port = port_of(broker)
+    send(port, "orders", ["one", "two"])
+    conn = connect(port)
+    browser = conn.create_receiver("orders", name="browser", options=Copy())
+    assert [browser.receive(timeout=5).body for _ in range(2)] == ["one", "two"]
+    assert broker.queue_info("orders")["message_count"] == 2
+    rcv = conn.create_receiver("orders")
+    assert rcv.receive(timeout=5).body == "one"
+    rcv.accept()
+    conn.close()
+    wait_for(lambda: broker.queue_info("orders")["message_count"] == 1)
+
+
+def test_release_redelivers_with_delivery_count(broker):
+    port = port_of(broker)
+    send(port, "orders", ["r"])
+    conn = connect(port)
+    rcv = conn.create_receiver("orders")
+    first = rcv.receive(timeout=5)
+    assert first.delivery_count == 0
+    rcv.release()
+    again = rcv.receive(timeout=5)
+    assert (again.body, again.delivery_count) == ("r", 1)
+    rcv.accept()
+    conn.close()
+    wait_for(lambda: broker.queue_info("orders")["message_count"] == 0)
+
+
+def test_closed_connection_returns_unsettled_messages(broker):
+    port = port_of(broker)
+    send(port, "orders", ["u"])
+    conn = connect(port)
+    rcv = conn.create_receiver("orders")
+    assert rcv.receive(timeout=5).body == "u"
+    assert broker.queue_info("orders")["delivering_count"] == 1
+    conn.close()  # no outcome sent
+    wait_for(lambda: broker.queue_info("orders")["delivering_count"] == 0)
+    conn = connect(port)
+    again = conn.create_receiver("orders").receive(timeout=5)
+    assert (again.body, again.delivery_count) == ("u", 1)
+    conn.close()
+
+
+def test_security_settings_refuse_attach(broker):
+    port = port_of(broker)
+    conn = connect(port, user="reader", password="readpw")
+    with pytest.raises(LinkDetached) as exc:
+        conn.create_sender("orders")
+    assert "unauthorized-access" in str(exc.value)
+    conn.close()
+    conn = connect(port, user="reader", password="readpw")
+    with pytest.raises(LinkDetached):
+        conn.create_receiver("orders")  # consume needs role amq
+    conn.close()
+    send(port, "orders", ["b"])
+    conn = connect(port, user="reader", password="readpw")
+    assert conn.create_receiver("orders", options=Copy()).receive(timeout=5).body == "b"  # browse is allowed
+    conn.close()
+
+
+def test_queue_api_errors_and_consumer_listing(broker):
+    with pytest.raises(errors.NonExistentQueue):
+        broker.queue_info("nope")
+    with pytest.raises(errors.QueueExists):
+        broker.create_queue("orders", "orders", "ANYCAST")
+    port = port_of(broker)
+    conn = connect(port)
+    conn.create_receiver("orders", options=SourceCapability("queue"))
+    wait_for(lambda: broker.queue_info("orders")["consumer_count"] == 1)
+    assert [c["queueName"] for c in broker.consumers()] == ["orders"]
+    assert broker.broker_info()["connection_count"] == 1
+    conn.close()
+    wait_for(lambda: broker.queue_info("orders")["consumer_count"] == 0)
+
+
+def test_filtered_count_and_remove(broker):
+    port = port_of(broker)
+    conn = connect(port)
+    snd = conn.create_sender("orders")
+    for i in range(4):
+        snd.send(Message(body=i, durable=True, properties={"color": "red" if i % 2 else "blue"}))
+    conn.close()
+    assert broker.count_messages("orders", "color = 'red'") == 2
+    assert broker.remove_messages("orders", "color = 'red'") == 2
+    assert broker.count_messages("orders") == 2
+    assert [m["properties"]["color"] for m in broker.browse_messages("orders")] == ["blue", "blue"]

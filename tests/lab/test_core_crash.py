@@ -1,0 +1,66 @@
+"""kill -9 of a lab broker process: settled sends and processed acks survive, nothing acked comes back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from core_support import connect, free_port
+from proton import Message
+
+HERE = Path(__file__).resolve().parent
+
+
+def _spawn(tmp_path: Path, port: int) -> subprocess.Popen:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, str(HERE / "core_support.py"), str(tmp_path), "crash", str(port)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("READY"), line
+    return proc
+
+
+def test_kill_minus_9_keeps_exactly_the_unacked_messages(tmp_path):
+    port = free_port()
+    proc = _spawn(tmp_path, port)
+    try:
+        conn = connect(port)
+        snd = conn.create_sender("orders")
+        for i in range(50):
+            snd.send(Message(body=i, durable=True))  # returns once the broker settled it
+        rcv = conn.create_receiver("orders", credit=20)
+        acked = []
+        for _ in range(20):
+            acked.append(rcv.receive(timeout=5).body)
+            rcv.accept()
+        # one more round trip: the broker answers only after processing (and journaling) the accepts above
+        conn.create_sender("orders", name="barrier")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert acked == list(range(20))
+
+    proc = _spawn(tmp_path, port)
+    try:
+        conn = connect(port)
+        rcv = conn.create_receiver("orders")
+        remaining = []
+        while True:
+            try:
+                msg = rcv.receive(timeout=1)
+            except Exception:
+                break
+            remaining.append(msg.body)
+            rcv.accept()
+        conn.close()
+    finally:
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.wait(10)
+    assert remaining == list(range(20, 50))
