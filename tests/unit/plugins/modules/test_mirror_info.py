@@ -98,7 +98,7 @@ def test_2_30_without_peer(jolokia_sites, jfake, fake_time):
 
 
 def test_unknown_connection_and_peer_failure(pair, jfake, fake_time):
-    dc1, dc2 = pair()
+    _, dc2 = pair()
     res = jfake.run_module(mirror_info, args(connection="NOPE", sample_interval=0)).result
     assert res["connections"][0]["exists"] is False
     assert "no broker connection named 'NOPE'" in res["connections"][0]["notes"][0]
