@@ -80,7 +80,9 @@ options:
         choices: [peer, site, both]
         default: peer
       queues:
-        description: Queue names to check. With neither O(no_consumers_on.queues) nor O(no_consumers_on.prefix), all client queues.
+        description:
+          - Queue names to check.
+          - With neither O(no_consumers_on.queues) nor O(no_consumers_on.prefix), all client queues are checked.
         type: list
         elements: str
       prefix:
