@@ -240,7 +240,13 @@ class ManagementModel:
 
     def broker_mbean(self, info: Callable[[], dict[str, Any]]) -> MBean:
         b, cfg = self.broker, self.config.broker
-        ha = lambda: HA_POLICY_NAMES.get(info().get("ha_policy", "PRIMARY_ONLY"), info().get("ha_policy"))  # noqa: E731
+
+        def ha() -> str:
+            kind = info().get("ha_policy", "PRIMARY_ONLY")
+            if kind == "PRIMARY_ONLY" and not versions.uses_primary_backup_names(self.version):
+                kind = "LIVE_ONLY"  # before the 2.32 rename the enum said "Live Only" (inferred from the source)
+            return HA_POLICY_NAMES.get(kind, kind)
+
         a: dict[str, Attribute] = {
             "Name": Attribute(STR, "name of the server", lambda: b.name),
             "Version": Attribute(STR, "Server's version", lambda: b.version),
@@ -313,7 +319,7 @@ class ManagementModel:
                 lambda: self.counter_max_day_count, lambda v: setattr(self, "counter_max_day_count", int(v))),
         }
         if versions.has_pending_mirror_acks(self.version):
-            a["PendingMirrorAcks"] = Attribute(LONG, "Number of pending mirror acks",
+            a["PendingMirrorAcks"] = Attribute(INT, "Number of pending mirror acks",
                                                lambda: int(info().get("pending_mirror_acks", 0)))
         s1 = [("name", STR, "name")]
         ops = [
