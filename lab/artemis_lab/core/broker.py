@@ -534,7 +534,7 @@ class Broker:
                     dlv.update(Delivery.ACCEPTED)
                     dlv.settle()
                 except Exception:  # the link went away meanwhile; nothing to settle
-                    pass
+                    log.debug("could not settle a delivery", exc_info=True)
 
     def _flush_sockets(self) -> None:
         sel = self.loop.selector

@@ -75,7 +75,7 @@ class MirrorSource:
         self.sock: AmqpSocket | None = None
         self.connecting: socket.socket | None = None
         self.sender: Any = None
-        self.unsettled: dict[bytes, Ref] = {}
+        self.unsettled: dict[Any, Ref] = {}
         self._tag = 0
         self._attempt = 0
         self._failures = 0
@@ -255,6 +255,9 @@ class MirrorSource:
         self.b.loop.call_later(max(self.cfg.retry_interval, 1) / 1000.0, lambda: self._try_connect(generation))
 
     # --- sending ----------------------------------------------------------------------------------------
+    def on_flow(self) -> None:
+        pass  # the loop pumps every connected mirror with a backlog once per iteration
+
     def pump(self) -> None:
         snd = self.sender
         snf = self.snf
@@ -267,10 +270,10 @@ class MirrorSource:
             ref.consumer = self
             self._tag += 1
             tag = str(self._tag).encode()
-            snd.delivery(tag)
+            dlv = snd.delivery(tag)
             snd.send(self._encode(ref))
             snd.advance()
-            self.unsettled[tag] = ref
+            self.unsettled[dlv.tag] = ref  # proton hands tags back as str: key by what it returns
 
     def _encode(self, ref: Ref) -> bytes:
         msg = ref.msg

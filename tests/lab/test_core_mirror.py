@@ -1,0 +1,202 @@
+"""Two lab brokers in one process, mirrored both ways (dual mirror), observed through the BrokerAPI."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from core_support import DictRealm, connect, free_port, instance, mirror_connection, send, start, wait_for
+
+from artemis_lab.core.broker import Broker
+
+SNF_A = "$ACTIVEMQ_ARTEMIS_MIRROR_DC2"  # on dc1: events for dc2
+SNF_B = "$ACTIVEMQ_ARTEMIS_MIRROR_DC1"
+
+
+class Pair:
+    def __init__(self, tmp_path, version: str = "2.44.0", filter_a: str | None = None, sync_a: bool = False):
+        self.port_a, self.port_b = free_port(), free_port()
+        self.inst_a = instance(tmp_path, "dc1", self.port_a, version=version, queues=("orders", "audit.log"),
+                               mirror_to=[mirror_connection("DC2", self.port_b, address_filter=filter_a,
+                                                            sync=sync_a)])
+        self.inst_b = instance(tmp_path, "dc2", self.port_b, version=version, queues=("orders", "audit.log"),
+                               mirror_to=[mirror_connection("DC1", self.port_a)])
+        self.a = start(self.inst_a)
+        self.b = start(self.inst_b)
+
+    def restart_b(self) -> None:
+        self.b = Broker(self.inst_b, DictRealm())
+        self.b.start()
+
+    def connected(self) -> bool:
+        return all(c["connected"] for br in (self.a, self.b) for c in br.broker_connections())
+
+    def stop(self) -> None:
+        for br in (self.a, self.b):
+            if br.started:
+                br.stop()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    p = Pair(tmp_path)
+    wait_for(p.connected)
+    yield p
+    p.stop()
+
+
+def count(broker: Broker, queue: str) -> int:
+    return broker.queue_info(queue)["message_count"]
+
+
+def test_send_on_a_arrives_on_b_and_snf_drains(pair):
+    send(pair.port_a, "orders", [f"m{i}" for i in range(20)])
+    wait_for(lambda: count(pair.b, "orders") == 20)
+    wait_for(lambda: count(pair.a, SNF_A) == 0)
+    snf = pair.a.queue_info(SNF_A)
+    assert snf["internal"] is True
+    assert snf["messages_added"] >= 20 and snf["messages_acknowledged"] == snf["messages_added"]
+    # no echo: dc2 did not send the messages back to dc1
+    time.sleep(0.2)
+    assert count(pair.a, "orders") == 20
+    assert pair.b.queue_info(SNF_B)["messages_added"] == pair.b.queue_info(SNF_B)["messages_acknowledged"]
+    # the body and properties arrive intact on dc2
+    got = connect(pair.port_b)
+    msg = got.create_receiver("orders").receive(timeout=5)
+    assert msg.body == "m0" and msg.durable
+    got.close()
+
+
+def test_consume_on_a_empties_b(pair):
+    send(pair.port_a, "orders", ["x", "y", "z"])
+    wait_for(lambda: count(pair.b, "orders") == 3)
+    conn = connect(pair.port_a)
+    rcv = conn.create_receiver("orders")
+    for _ in range(3):
+        rcv.receive(timeout=5)
+        rcv.accept()
+    conn.close()
+    wait_for(lambda: count(pair.a, "orders") == 0)
+    wait_for(lambda: count(pair.b, "orders") == 0)
+    wait_for(lambda: count(pair.a, SNF_A) == 0)
+    assert pair.b.broker_info()["pending_mirror_acks"] == 0
+
+
+def test_peer_down_backlog_grows_then_drains(pair):
+    pair.b.stop()
+    wait_for(lambda: not pair.a.broker_connections()[0]["connected"])
+    assert pair.a.broker_connections()[0]["started"] is True
+    send(pair.port_a, "orders", [f"b{i}" for i in range(10)])
+    assert count(pair.a, SNF_A) == 10
+    pair.restart_b()
+    wait_for(pair.connected)
+    wait_for(lambda: count(pair.b, "orders") == 10)
+    wait_for(lambda: count(pair.a, SNF_A) == 0)
+
+
+def test_stop_broker_connection_keeps_capturing(pair):
+    pair.a.stop_broker_connection("DC2")
+    info = pair.a.broker_connections()[0]
+    assert (info["started"], info["connected"]) == (False, False)
+    send(pair.port_a, "orders", ["held"])
+    time.sleep(0.3)
+    assert count(pair.a, SNF_A) == 1 and count(pair.b, "orders") == 0
+    pair.a.start_broker_connection("DC2")
+    wait_for(lambda: count(pair.b, "orders") == 1)
+    wait_for(lambda: count(pair.a, SNF_A) == 0)
+    with pytest.raises(Exception, match="broker connection NOPE not found"):
+        pair.a.start_broker_connection("NOPE")
+
+
+def test_mirrored_queue_creation(pair):
+    pair.a.create_queue("jobs", "jobs", "ANYCAST")
+    wait_for(lambda: "jobs" in pair.b.broker_info()["queue_names"])
+    assert pair.b.queue_info("jobs")["routing_type"] == "ANYCAST"
+    pair.a.destroy_queue("jobs")
+    wait_for(lambda: "jobs" not in pair.b.broker_info()["queue_names"])
+
+
+def test_consumer_on_target_makes_mirrored_ack_pending_then_dropped(pair):
+    send(pair.port_a, "orders", ["dup"])
+    wait_for(lambda: count(pair.b, "orders") == 1)
+    holder = connect(pair.port_b)
+    held = holder.create_receiver("orders").receive(timeout=5)  # held unsettled on dc2
+    assert held.body == "dup"
+    conn = connect(pair.port_a)
+    rcv = conn.create_receiver("orders")
+    rcv.receive(timeout=5)
+    rcv.accept()
+    conn.close()
+    wait_for(lambda: pair.b.broker_info()["pending_mirror_acks"] > 0, timeout=3, interval=0.01)
+    # 5 queue attempts + 2 page attempts every 100 ms, then dropped silently
+    wait_for(lambda: pair.b.broker_info()["pending_mirror_acks"] == 0, timeout=5)
+    assert count(pair.a, "orders") == 0
+    holder.close()  # the held message goes back to dc2's queue: the documented double delivery
+    wait_for(lambda: count(pair.b, "orders") == 1)
+    again = connect(pair.port_b)
+    assert again.create_receiver("orders").receive(timeout=5).body == "dup"
+    again.close()
+
+
+def test_address_filter_exclusion_is_not_mirrored(tmp_path):
+    p = Pair(tmp_path, filter_a="orders,audit,!audit.log")
+    try:
+        wait_for(p.connected)
+        send(p.port_a, "audit.log", ["secret"])
+        send(p.port_a, "orders", ["public"])
+        wait_for(lambda: count(p.b, "orders") == 1)
+        time.sleep(0.2)
+        assert count(p.b, "audit.log") == 0
+        assert count(p.a, "audit.log") == 1
+    finally:
+        p.stop()
+
+
+def test_sync_mirror_holds_client_sends_while_peer_is_down(tmp_path):
+    p = Pair(tmp_path, sync_a=True)
+    try:
+        wait_for(p.connected)
+        send(p.port_a, "orders", ["synced"])  # settled only after dc2 stored it
+        assert count(p.b, "orders") == 1
+        p.b.stop()
+        wait_for(lambda: not p.a.broker_connections()[0]["connected"])
+        conn = connect(p.port_a, timeout=1)
+        snd = conn.create_sender("orders")
+        from proton import Message, Timeout
+
+        dlv = snd.link.send(Message(body="waiting", durable=True))  # returns the delivery, no waiting
+        with pytest.raises(Timeout):
+            conn.wait(lambda: dlv.settled, timeout=1)
+        assert count(p.a, "orders") == 2  # stored on dc1, but the producer is not told yet
+        p.restart_b()
+        conn.wait(lambda: dlv.settled, timeout=10)
+        assert dlv.remote_state == dlv.ACCEPTED
+        conn.close()
+        wait_for(lambda: count(p.b, "orders") == 2)
+    finally:
+        p.stop()
+
+
+def test_snf_queue_visible_only_from_2_32(tmp_path):
+    p = Pair(tmp_path, version="2.31.0")
+    try:
+        wait_for(p.connected)
+        assert SNF_A not in p.a.broker_info()["queue_names"]
+        with pytest.raises(Exception, match="AMQ229017"):
+            p.a.queue_info(SNF_A)
+    finally:
+        p.stop()
+    p = Pair(tmp_path / "new", version="2.32.0")
+    try:
+        assert SNF_A in p.a.broker_info()["queue_names"]
+    finally:
+        p.stop()
+
+
+def test_snf_queue_is_not_reachable_by_clients(pair):
+    from proton.utils import LinkDetached
+
+    conn = connect(pair.port_a)
+    with pytest.raises(LinkDetached):
+        conn.create_receiver(SNF_A)
+    conn.close()
