@@ -374,16 +374,19 @@ class ManagedClient(MessagingHandler):
     connection or link was lost: account for unsettled deliveries), and may override ``on_failed(error)``
     (reconnect gave up / not allowed). ``reconnect=False`` makes every loss final (the probe);
     ``max_failures`` bounds consecutive failed attempts (None = keep trying, the traffic tool during a swapover).
+    Errors of a kind in ``give_up_on`` (refused credentials, TLS, bad options) end the retries at once: another
+    attempt cannot fix them.
     """
 
     def __init__(self, endpoints, options, name="client", reconnect=True, max_failures=None, prefetch=0,
-                 auto_accept=False, backoff=(0.2, 2.0, 2.0)):
+                 auto_accept=False, backoff=(0.2, 2.0, 2.0), give_up_on=(AUTH, TLS, CONFIG)):
         MessagingHandler.__init__(self, prefetch=prefetch, auto_accept=auto_accept)
         self.cycle = EndpointCycle(endpoints, initial=backoff[0], factor=backoff[1], maximum=backoff[2])
         self.options = options
         self.name = name
         self.reconnect = reconnect
         self.max_failures = max_failures
+        self.give_up_on = tuple(give_up_on or ())
         self.container = None
         self.connection = None
         self.endpoint = None
@@ -519,7 +522,8 @@ class ManagedClient(MessagingHandler):
         if self.stopping:
             return
         self.cycle.failed()
-        if not self.reconnect or (self.max_failures is not None and self.cycle.failures >= self.max_failures):
+        if not self.reconnect or err.kind in self.give_up_on or \
+                (self.max_failures is not None and self.cycle.failures >= self.max_failures):
             self._give_up(err)
             return
         self._attempt()

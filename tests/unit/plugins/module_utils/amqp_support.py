@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-from proton import Condition, Delivery, Endpoint
+from proton import Condition, Delivery, Endpoint, Terminus
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
@@ -259,6 +259,12 @@ class MiniBroker(MessagingHandler):
             link._browse = browse
             (site.browsers if browse else site.consumers)[address].append(link)
         else:
+            if link.remote_target.type == Terminus.COORDINATOR:
+                # no transactions here: answer like a broker without a coordinator
+                link._mini = None
+                link._mini_close = Condition("amqp:not-implemented", "transactions are not supported")
+                link.open()
+                return
             address = link.remote_target.address
             link.target.address = address
             if address and not self._exists(site, address):
@@ -326,7 +332,7 @@ class MiniBroker(MessagingHandler):
         if q is None:
             return
         for link in list(site.browsers.get(address, ())):
-            if link.state & Endpoint.LOCAL_CLOSED:
+            if link.state & Endpoint.LOCAL_CLOSED or getattr(link, "_mini", None) is None:
                 continue
             _, _, sel = link._mini
             for stored in q:
@@ -338,7 +344,8 @@ class MiniBroker(MessagingHandler):
                 stored.message.delivery_count = stored.delivery_count
                 dlv = link.send(stored.message)
                 dlv.settle()  # browsing never acquires
-        consumers = [lk for lk in site.consumers.get(address, ()) if not lk.state & Endpoint.LOCAL_CLOSED]
+        consumers = [lk for lk in site.consumers.get(address, ())
+                     if not lk.state & Endpoint.LOCAL_CLOSED and getattr(lk, "_mini", None) is not None]
         if not consumers:
             return
         progress = True
@@ -356,6 +363,10 @@ class MiniBroker(MessagingHandler):
                 dlv = link.send(pick.message)
                 self._unsettled[dlv] = (site, address, pick)
                 progress = True
+        # rotate so that competing consumers share the work (as Artemis round-robins)
+        lst = site.consumers.get(address)
+        if lst and len(lst) > 1:
+            lst.append(lst.pop(0))
 
     def on_delivery(self, event) -> None:
         dlv = event.delivery
@@ -389,9 +400,9 @@ class MiniBroker(MessagingHandler):
         if mini is None or not link.is_sender:
             return
         site, address, _ = mini
-        (site.browsers if link._browse else site.consumers)[address][:] = [
-            lk for lk in (site.browsers if link._browse else site.consumers)[address] if lk is not link]
         lid = link._mini_id
+        group = (site.browsers if link._browse else site.consumers)[address]
+        group[:] = [lk for lk in group if getattr(lk, "_mini_id", None) != lid]
         back = [(d, v) for d, v in self._unsettled.items() if getattr(d.link, "_mini_id", None) == lid]
         for dlv, (_, _, stored) in reversed(back):
             del self._unsettled[dlv]

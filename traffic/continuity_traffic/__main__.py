@@ -1,0 +1,5 @@
+import sys
+
+from continuity_traffic.cli import main
+
+sys.exit(main())
