@@ -443,6 +443,12 @@ class JolokiaClient:
                     raise self._enrich(error_from_item(res.request, res.status, res.error_type, res.error))
         return results
 
+    def value_of(self, res: Result) -> Any:
+        """``res.value``, or raise its typed error (a 404 names the brokers that exist, see :meth:`_enrich`)."""
+        if not res.ok:
+            raise self._enrich(error_from_item(res.request, res.status, res.error_type, res.error))
+        return res.value
+
     def request(self, req: dict) -> Any:
         """Send one request item; return its ``value`` or raise the typed error."""
         res = self.bulk([req])[0]

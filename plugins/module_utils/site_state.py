@@ -339,9 +339,7 @@ class SiteCollector:
         reqs = snapshot_requests(broker_name, include_addresses)
         results = self.client.bulk(reqs)
         ts = self._clock()
-        if not results[0].ok:
-            raise self.client._enrich(j.error_from_item(results[0].request, results[0].status,
-                                                        results[0].error_type, results[0].error))
+        self.client.value_of(results[0])  # the broker read failing makes the snapshot useless: raise
         snap = parse_snapshot(broker_name, results, ts, self.client.url)
         pending = [m for m in snap["mirrors"].values() if m["snf"] is None]
         if pending and not snap["features"].get("snf_queue_mbean", True):

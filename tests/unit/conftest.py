@@ -468,12 +468,22 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
     full["_ansible_check_mode"] = check_mode
     full["_ansible_diff"] = diff
 
+    from ansible.module_utils.common import warnings as _warnings
+
+    def _collect(kwargs):
+        # the real exit_json/fail_json add the module's warnings; keep that visible to tests
+        msgs = list(_warnings.get_warning_messages())
+        if msgs:
+            kwargs.setdefault("warnings", msgs)
+        _warnings._global_warnings.clear()
+        return kwargs
+
     def exit_json(self, **kwargs):
-        raise ModuleExit(kwargs, False)
+        raise ModuleExit(_collect(kwargs), False)
 
     def fail_json(self, **kwargs):
         kwargs["failed"] = True
-        raise ModuleExit(kwargs, True)
+        raise ModuleExit(_collect(kwargs), True)
 
     orig_exit, orig_fail = basic.AnsibleModule.exit_json, basic.AnsibleModule.fail_json
     basic.AnsibleModule.exit_json = exit_json
