@@ -146,12 +146,13 @@ def flush(conn: BlockingConnection, rounds: int = 5) -> None:
         conn.container.process()
 
 
-def _serve_forever(instance_parent: str, name: str, port: int) -> None:
-    """Subprocess entry point for crash tests: run one broker until killed."""
+def _serve_forever(instance_parent: str, name: str, port: int, mirror_port: int | None = None) -> None:
+    """Subprocess entry point for crash tests: run one broker (optionally mirroring to a peer) until killed."""
     import pathlib
     import sys
 
-    b = start(instance(pathlib.Path(instance_parent), name=name, port=port))
+    mirrors = [mirror_connection("PEER", mirror_port)] if mirror_port else None
+    b = start(instance(pathlib.Path(instance_parent), name=name, port=port, mirror_to=mirrors))
     print("READY", port_of(b), flush=True)
     sys.stdin.read()  # block until killed (or stdin closed)
     b.stop()
@@ -160,4 +161,4 @@ def _serve_forever(instance_parent: str, name: str, port: int) -> None:
 if __name__ == "__main__":
     import sys
 
-    _serve_forever(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    _serve_forever(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)

@@ -8,16 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core_support import connect, free_port
+from core_support import connect, free_port, instance, send, start, wait_for
 from proton import Message
 
 HERE = Path(__file__).resolve().parent
 
 
-def _spawn(tmp_path: Path, port: int) -> subprocess.Popen:
+def _spawn(tmp_path: Path, port: int, mirror_port: int | None = None, name: str = "crash") -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([sys.executable, str(HERE / "core_support.py"), str(tmp_path), "crash", str(port)],
+    extra = [str(mirror_port)] if mirror_port else []
+    proc = subprocess.Popen([sys.executable, str(HERE / "core_support.py"), str(tmp_path), name, str(port), *extra],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -64,3 +65,30 @@ def test_kill_minus_9_keeps_exactly_the_unacked_messages(tmp_path):
         proc.stdin.close()  # type: ignore[union-attr]
         proc.wait(10)
     assert remaining == list(range(20, 50))
+
+
+def test_mirror_backlog_survives_kill_minus_9_of_the_source(tmp_path):
+    port_a, port_b = free_port(), free_port()
+    proc = _spawn(tmp_path, port_a, mirror_port=port_b, name="dc1")  # its peer is not running yet
+    try:
+        send(port_a, "orders", [f"backlog-{i}" for i in range(25)])  # each settled = stored in queue and SNF
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    peer = start(instance(tmp_path, "dc2", port_b))
+    try:
+        assert peer.queue_info("orders")["message_count"] == 0
+        proc = _spawn(tmp_path, port_a, mirror_port=port_b, name="dc1")
+        try:
+            wait_for(lambda: peer.queue_info("orders")["message_count"] == 25, timeout=10)
+            conn = connect(port_b)
+            rcv = conn.create_receiver("orders")
+            assert [rcv.receive(timeout=5).body for _ in range(3)] == ["backlog-0", "backlog-1", "backlog-2"]
+            conn.close()
+        finally:
+            proc.stdin.close()  # type: ignore[union-attr]
+            proc.wait(10)
+    finally:
+        peer.stop()

@@ -31,6 +31,10 @@ class Pair:
     def connected(self) -> bool:
         return all(c["connected"] for br in (self.a, self.b) for c in br.broker_connections())
 
+    def idle(self) -> bool:
+        """Connected both ways and both SNF queues empty (the definitions re-sent at connect included)."""
+        return self.connected() and count(self.a, SNF_A) == 0 and count(self.b, SNF_B) == 0
+
     def stop(self) -> None:
         for br in (self.a, self.b):
             if br.started:
@@ -40,7 +44,7 @@ class Pair:
 @pytest.fixture
 def pair(tmp_path):
     p = Pair(tmp_path)
-    wait_for(p.connected)
+    wait_for(p.idle)
     yield p
     p.stop()
 
@@ -96,6 +100,7 @@ def test_peer_down_backlog_grows_then_drains(pair):
 
 def test_stop_broker_connection_keeps_capturing(pair):
     pair.a.stop_broker_connection("DC2")
+    assert count(pair.a, SNF_A) == 0
     info = pair.a.broker_connections()[0]
     assert (info["started"], info["connected"]) == (False, False)
     send(pair.port_a, "orders", ["held"])
