@@ -1,0 +1,367 @@
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Site switches: activate or fence one site, and the swapover sequence, over the shared Jolokia client.
+
+The swapover runs inside ONE module execution (quiesce -> drain gate -> activate) because every Ansible task
+costs start-up time that clients would spend unable to send. Each phase is returned as an evidence ``phase``
+record body, so the runbook writes what happened even when a gate fails.
+
+Standard library only (plus the sibling module_utils); file writes are limited to broker.xml fences.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from ansible_collections.continuity.artemis.plugins.module_utils import gates
+from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
+from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role
+from ansible_collections.continuity.artemis.plugins.module_utils import versions
+
+
+class SwitchError(Exception):
+    """A switch that could not be done or proven; ``phases`` holds what happened until then."""
+
+    def __init__(self, message: str, phases: Optional[List[dict]] = None, state: Optional[dict] = None):
+        super().__init__(message)
+        self.phases = phases or []
+        self.state = state or {}
+
+
+class Site:
+    """One site as a runbook sees it: its name, a :class:`site_state.SiteCollector`, the client acceptors
+    that fence it, and (when the task runs on the broker host) the path of its broker.xml."""
+
+    def __init__(self, name: str, collector: Any, client_acceptors: Sequence[str], broker_xml: Optional[str] = None):
+        if not client_acceptors:
+            raise ValueError("site %s: client_acceptors must name at least one acceptor" % name)
+        self.name = name
+        self.collector = collector
+        self.client_acceptors = list(client_acceptors)
+        self.broker_xml = broker_xml
+
+    @property
+    def client(self) -> j.JolokiaClient:
+        return self.collector.client
+
+    def broker(self) -> str:
+        return self.collector.resolve_broker()
+
+    def snapshot(self) -> dict:
+        return self.collector.collect()
+
+    def snapshot_or_unreachable(self) -> dict:
+        return self.collector.collect_or_unreachable()
+
+
+# ------------------------------------------------------------------------------------------ pure helpers
+def acceptor_states(snapshot: dict) -> Dict[str, Optional[bool]]:
+    return {name: a.get("started") for name, a in (snapshot.get("acceptors") or {}).items()}
+
+
+def role_of(snapshot: dict, client_acceptors: Sequence[str]) -> str:
+    """Role of a site from its snapshot; ``unreachable`` when the broker could not be read."""
+    if not snapshot.get("reachable", True):
+        return site_role.UNREACHABLE
+    return site_role.derive_role(acceptor_states(snapshot), client_acceptors)
+
+
+def version_tuple(snapshot: dict) -> Optional[tuple]:
+    try:
+        return versions.parse_version(snapshot.get("version")).number
+    except versions.VersionError:
+        return None
+
+
+def config_errors(status: Any) -> List[str]:
+    """Errors reported in the broker's ``Status`` document (failed configuration reloads), as text."""
+    found: List[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if "error" in str(key).lower() and value not in (None, "", [], {}, "0", 0):
+                    found.append("%s%s: %s" % (path, key, value))
+                else:
+                    walk(value, "%s%s." % (path, key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, "%s%d." % (path, i))
+
+    walk(status, "")
+    return found
+
+
+def drain_conditions(site_snap: dict, peer_snap: dict) -> Dict[str, Any]:
+    """What proves a zero-loss switch: both mirrors connected and empty, no pending acks where the release
+    can tell (2.40+), and equal per-queue counts (the only proof on every release: real Artemis drops a
+    mirrored ack it cannot apply and PendingMirrorAcks returns to 0 while the sites differ)."""
+    conds: Dict[str, Any] = {"connected": True, "max_backlog": 0, "queues_equal": True}
+    if all((s.get("features") or {}).get("pending_mirror_acks") for s in (site_snap, peer_snap)):
+        conds["max_pending_acks"] = 0
+    return conds
+
+
+def phase(runbook: str, name: str, start_ts: float, end_ts: Optional[float], decision: str,
+          reason: Optional[str] = None, roles_before: Optional[dict] = None, roles_after: Optional[dict] = None,
+          gate_samples: Optional[list] = None, data: Optional[dict] = None) -> dict:
+    """The body of an evidence ``phase`` record (``evidence.phase_record`` takes these keys)."""
+    rec = {"runbook": runbook, "phase": name, "start_ts": start_ts, "end_ts": end_ts, "decision": decision,
+           "reason": reason}
+    for key, value in (("roles_before", roles_before), ("roles_after", roles_after),
+                       ("gate_samples", gate_samples), ("data", data)):
+        if value is not None:
+            rec[key] = value
+    return rec
+
+
+# ------------------------------------------------------------------------------------------ broker.xml fence
+def persist_fence(path: str, acceptors: Sequence[str], auto_start: bool, check_mode: bool = False) -> dict:
+    """Write ``autoStart`` of the client acceptors into broker.xml (atomically, keeping owner and mode).
+
+    Returns ``{"changed", "acceptors", "before", "after", "path"}`` (before/after for ``--diff``).
+    """
+    with open(path, "r", encoding="utf-8") as fh:
+        before = fh.read()
+    after, changed = site_role.set_acceptors_auto_start(before, list(acceptors), auto_start)
+    if changed and not check_mode:
+        st = os.stat(path)
+        fd, tmp = tempfile.mkstemp(prefix=".broker.xml.", dir=os.path.dirname(os.path.abspath(path)))
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(after)
+            os.chmod(tmp, st.st_mode & 0o7777)
+            if hasattr(os, "chown"):
+                try:
+                    os.chown(tmp, st.st_uid, st.st_gid)
+                except PermissionError:
+                    pass  # not root: the file keeps our ownership, as any edit by this user would
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return {"changed": bool(changed), "acceptors": changed, "before": before, "after": after, "path": path}
+
+
+# ------------------------------------------------------------------------------------------ acceptor I/O
+def set_acceptors(site: Site, names: Sequence[str], started: bool) -> None:
+    """start()/stop() the named acceptors in ONE bulk request; raises the first item's typed error."""
+    if not names:
+        return
+    op = "start()" if started else "stop()"
+    broker = site.broker()
+    results = site.client.bulk([j.exec_request(on.acceptor(broker, n), op) for n in names])
+    for res in results:
+        res.raise_for_status()
+
+
+def read_acceptors(site: Site) -> Dict[str, Optional[bool]]:
+    """``{acceptor: started}`` with one pattern read (cheaper than a full snapshot while polling)."""
+    value = site.client.read(on.all_acceptors(site.broker()), ["Started"])
+    out: Dict[str, Optional[bool]] = {}
+    for mbean, attrs in (value or {}).items():
+        _domain, props = on.parse(mbean)
+        out[props.get("name", mbean)] = (attrs or {}).get("Started")
+    return out
+
+
+def deactivate(site: Site, started_now: Dict[str, Optional[bool]], check_mode: bool = False) -> dict:
+    """Fence a site: stop its started client acceptors now, then persist ``autoStart=false``."""
+    to_stop = [n for n in site.client_acceptors if started_now.get(n)]
+    if to_stop and not check_mode:
+        set_acceptors(site, to_stop, False)
+    fence = None
+    if site.broker_xml:
+        fence = persist_fence(site.broker_xml, site.client_acceptors, False, check_mode)
+    return {"stopped": to_stop, "fence": fence,
+            "changed": bool(to_stop) or bool(fence and fence["changed"])}
+
+
+def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Optional[tuple],
+             wait_timeout: float = 30.0, wait_sleep: float = 0.05, check_mode: bool = False,
+             clock: Callable[[], float] = time.monotonic, sleeper: Callable[[float], None] = time.sleep) -> dict:
+    """Open a site's client acceptors so that the running state and broker.xml agree.
+
+    Artemis 2.43+ recreates a changed acceptor on config reload, so there the fence is lifted in broker.xml
+    and ``reloadConfigurationFile()`` starts the acceptors (a later file change would otherwise bounce the
+    clients that just connected). Before 2.43, ``start()`` now and the file for the next restart.
+    """
+    to_start = [n for n in site.client_acceptors if not started_now.get(n)]
+    method = site_role.activation_method(version)
+    if method == "reload" and not site.broker_xml:
+        method = "start"  # no file access here: start() now; the fence in the file stays until a deploy
+    result: Dict[str, Any] = {"started": to_start, "method": method, "fence": None, "changed": False}
+    if check_mode:
+        result["changed"] = bool(to_start)
+        if site.broker_xml:
+            result["fence"] = persist_fence(site.broker_xml, site.client_acceptors, True, check_mode=True)
+            result["changed"] = result["changed"] or result["fence"]["changed"]
+        return result
+    if method == "reload":
+        result["fence"] = persist_fence(site.broker_xml, site.client_acceptors, True)
+        if to_start:
+            site.client.exec(on.broker(site.broker()), "reloadConfigurationFile()")
+            deadline = clock() + wait_timeout
+            while True:
+                state = read_acceptors(site)
+                if all(state.get(n) for n in site.client_acceptors):
+                    break
+                if clock() >= deadline:
+                    # The reload did not open them: open them directly rather than leave no site serving.
+                    set_acceptors(site, [n for n in site.client_acceptors if not state.get(n)], True)
+                    result["method"] = "reload+start"
+                    break
+                sleeper(wait_sleep)
+    else:
+        set_acceptors(site, to_start, True)
+        if site.broker_xml:
+            result["fence"] = persist_fence(site.broker_xml, site.client_acceptors, True)
+    result["changed"] = bool(to_start) or bool(result["fence"] and result["fence"]["changed"])
+    return result
+
+
+# ------------------------------------------------------------------------------------------ swapover
+def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: float = 0.2,
+             stable_samples: int = 2, preflight_max_backlog: Optional[int] = None, queue_tolerance: int = 0,
+             rollback: bool = True, check_mode: bool = False, activation_timeout: float = 30.0,
+             wall: Callable[[], float] = time.time, clock: Callable[[], float] = time.monotonic,
+             sleeper: Callable[[float], None] = time.sleep) -> dict:
+    """Planned switch of the active role from ``old`` to ``new``: consistency first.
+
+    1. preflight: both reachable, ``old`` active and ``new`` passive (or an interrupted swapover to resume),
+       mirrors connected both ways, backlog under ``preflight_max_backlog``, no consumers on ``new``, no
+       configuration errors in either broker's Status;
+    2. quiesce: stop ``old``'s client acceptors (clients are disconnected; the mirror acceptor stays up);
+    3. drain gate: both backlogs 0, pending acks 0 (2.40+), per-queue counts equal, for ``stable_samples``
+       consecutive samples within ``drain_timeout``; on failure ``old`` is re-activated (rollback) and
+       :class:`SwitchError` is raised: nothing was lost, clients return to ``old``;
+    4. activate ``new`` (the point of no return).
+
+    Re-running after an interruption converges: a swapover already done returns ``changed`` False; one
+    stopped after the quiesce resumes at the drain gate.
+    """
+    runbook = "swapover"
+    phases: List[dict] = []
+    t0 = wall()
+    snap_old, snap_new = old.snapshot(), new.snapshot()
+    role_old, role_new = role_of(snap_old, old.client_acceptors), role_of(snap_new, new.client_acceptors)
+    roles_before = {old.name: role_old, new.name: role_new}
+    state = {"roles_before": roles_before, "versions": {old.name: snap_old.get("version"),
+                                                        new.name: snap_new.get("version")}}
+
+    if role_old == site_role.PASSIVE and role_new == site_role.ACTIVE:
+        phases.append(phase(runbook, "preflight", t0, wall(), "skipped",
+                            "already done: %s is active and %s passive" % (new.name, old.name),
+                            roles_before, roles_before))
+        return {"changed": False, "phases": phases, "roles_before": roles_before, "roles_after": roles_before,
+                "client_outage_seconds": None, "resumed": False, **state}
+    if role_new in (site_role.ACTIVE, site_role.MIXED) and role_old in (site_role.ACTIVE, site_role.MIXED):
+        reason = ("both sites serve clients (%s %s, %s %s): fence one of them with the site_role module before "
+                  "a swapover" % (old.name, role_old, new.name, role_new))
+        phases.append(phase(runbook, "preflight", t0, wall(), "fail", reason, roles_before))
+        raise SwitchError(reason, phases, state)
+    if role_new == site_role.MIXED:
+        reason = ("%s is half open (%s): finish or undo that activation first (site_role state=active|passive)"
+                  % (new.name, acceptor_states(snap_new)))
+        phases.append(phase(runbook, "preflight", t0, wall(), "fail", reason, roles_before))
+        raise SwitchError(reason, phases, state)
+    resumed = role_old in (site_role.PASSIVE, site_role.MIXED)
+
+    # 1. preflight (a resumed swapover has already fenced the old site: the remaining gates still apply)
+    pre_conds: Dict[str, Any] = {"connected": True, "no_consumers_on": {"site": "peer"}}
+    if preflight_max_backlog is not None and not resumed:
+        pre_conds["max_backlog"] = preflight_max_backlog
+    ev = gates.evaluate(pre_conds, snap_old, snap_new, direction="both", queue_tolerance=queue_tolerance)
+    problems = ["%s: %s" % (n, ev["conditions"][n]["reason"]) for n in ev["failed"]]
+    for snap, site in ((snap_old, old), (snap_new, new)):
+        errs = config_errors(snap.get("status"))
+        if errs:
+            problems.append("config status of %s reports errors: %s" % (site.name, "; ".join(errs[:5])))
+    preflight_sample = gates.sample_record(ev, wall(), 0.0, 1 if ev["ok"] else 0)
+    if problems:
+        reason = "preflight failed, nothing was changed: " + "; ".join(problems)
+        phases.append(phase(runbook, "preflight", t0, wall(), "fail", reason, roles_before,
+                            gate_samples=[preflight_sample]))
+        raise SwitchError(reason, phases, state)
+    phases.append(phase(runbook, "preflight", t0, wall(), "pass",
+                        "resuming an interrupted swapover: %s is already fenced" % old.name if resumed else None,
+                        roles_before, gate_samples=[preflight_sample]))
+    if check_mode:
+        return {"changed": True, "phases": phases, "roles_before": roles_before,
+                "roles_after": {old.name: site_role.PASSIVE, new.name: site_role.ACTIVE},
+                "client_outage_seconds": None, "resumed": resumed, **state}
+
+    # 2. quiesce
+    t_quiesce = wall()
+    fenced = deactivate(old, acceptor_states(snap_old))
+    phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "done",
+                        data={"stopped_acceptors": fenced["stopped"],
+                              "fence_written": bool(fenced["fence"] and fenced["fence"]["changed"])}))
+
+    # 3. drain gate
+    t_drain, t_drain_mono = wall(), clock()
+    conds = drain_conditions(snap_old, snap_new)
+
+    def take():
+        return old.snapshot(), new.snapshot()
+
+    def judge(sample, previous):
+        return gates.evaluate(conds, sample[0], sample[1], previous[0] if previous else None,
+                              previous[1] if previous else None, direction="both",
+                              queue_tolerance=queue_tolerance)
+
+    try:
+        waited = gates.wait_until(take, judge, drain_timeout, wait_sleep, stable_samples, clock=clock, wall=wall,
+                                  sleeper=sleeper)
+    except j.JolokiaError as exc:
+        waited = {"ok": False, "samples": [], "reason": "a site could not be read during the drain: %s" % exc,
+                  "elapsed": clock() - t_drain_mono, "failed": ["reachable"]}
+    notes = [] if "max_pending_acks" in conds else [
+        "PendingMirrorAcks is not available on these releases (needs %s+): the gate relies on equal queue counts"
+        % versions.since("pending_mirror_acks")]
+    if not waited["ok"]:
+        reason = "drain gate failed: %s" % waited["reason"]
+        phases.append(phase(runbook, "drain", t_drain, wall(), "fail", reason, gate_samples=waited["samples"],
+                            data={"conditions": conds, "notes": notes}))
+        if not rollback:
+            raise SwitchError(reason + "; rollback disabled: %s stays fenced and NO site serves clients" % old.name,
+                              phases, state)
+        t_rb = wall()
+        try:
+            undone = activate(old, read_acceptors(old), version_tuple(snap_old), activation_timeout,
+                              clock=clock, sleeper=sleeper)
+        except Exception as exc:  # the operator must know no site serves now
+            phases.append(phase(runbook, "rollback", t_rb, wall(), "fail", "rollback of %s failed: %s"
+                                % (old.name, exc)))
+            raise SwitchError("%s; ROLLBACK FAILED, no site serves clients: %s" % (reason, exc), phases,
+                              state) from exc
+        roles_rb = {old.name: site_role.ACTIVE, new.name: site_role.PASSIVE}
+        phases.append(phase(runbook, "rollback", t_rb, wall(), "rollback",
+                            "%s re-activated; nothing was switched" % old.name, roles_after=roles_rb,
+                            data={"method": undone["method"]}))
+        raise SwitchError(reason + "; rolled back: %s is active again" % old.name, phases,
+                          dict(state, roles_after=roles_rb))
+    phases.append(phase(runbook, "drain", t_drain, wall(), "pass", gate_samples=waited["samples"],
+                        data={"conditions": conds, "notes": notes, "elapsed": waited["elapsed"]}))
+
+    # 4. activate (point of no return)
+    t_act = wall()
+    opened = activate(new, acceptor_states(snap_new), version_tuple(snap_new), activation_timeout,
+                      clock=clock, sleeper=sleeper)
+    t_active = wall()
+    roles_after = {old.name: site_role.PASSIVE, new.name: site_role.ACTIVE}
+    phases.append(phase(runbook, "activate", t_act, t_active, "done", roles_before=roles_before,
+                        roles_after=roles_after,
+                        data={"method": opened["method"], "started_acceptors": opened["started"],
+                              "client_outage_seconds": t_active - t_quiesce}))
+    return {"changed": True, "phases": phases, "roles_before": roles_before, "roles_after": roles_after,
+            "client_outage_seconds": (t_active - t_quiesce) if not resumed else None, "resumed": resumed,
+            **state}

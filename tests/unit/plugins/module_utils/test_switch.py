@@ -1,0 +1,225 @@
+"""Swapover logic against a fake two-site world (no HTTP): the sequence, the gates, rollback and resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+from ansible_collections.continuity.artemis.plugins.module_utils import switch
+
+
+class FakeResult:
+    def __init__(self, ok=True, value=None):
+        self.ok = ok
+        self.value = value
+
+    def raise_for_status(self):
+        if not self.ok:
+            raise RuntimeError("item failed")
+        return self
+
+
+class World:
+    """Two brokers whose mirrors drain by `drain_per_sample` events per snapshot once quiesced."""
+
+    def __init__(self, version="2.44.0", backlog=5, drain_per_sample=2, orders=(10, 10), stuck=False):
+        self.version = version
+        self.backlog = {"dc1": backlog, "dc2": 0}
+        self.drain = drain_per_sample
+        self.orders = {"dc1": orders[0], "dc2": orders[1]}
+        self.acceptors = {"dc1": {"artemis": True, "mirror": True}, "dc2": {"artemis": False, "mirror": True}}
+        self.stuck = stuck  # the mirror never drains (a cut WAN link)
+        self.cut_on_quiesce = False
+        self.calls: list = []
+        self.reloads = 0
+
+    def snapshot(self, site):
+        self.calls.append(("snapshot", site))
+        if not self.stuck:
+            for s in self.backlog:
+                self.backlog[s] = max(0, self.backlog[s] - self.drain)
+        peer = "DC2" if site == "dc1" else "DC1"
+        connected = not self.stuck
+        return {
+            "site": site, "broker": site, "reachable": True, "ts": float(len(self.calls)),
+            "version": self.version, "features": {"pending_mirror_acks": True},
+            "status": {"configuration": {"properties": {}}},
+            "pending_mirror_acks": 0,
+            "acceptors": {n: {"name": n, "started": st} for n, st in self.acceptors[site].items()},
+            "connections": {peer: {"name": peer, "started": True, "connected": connected, "mirror": True}},
+            "mirrors": {peer: {"snf": {"message_count": self.backlog[site], "messages_added": 0,
+                                       "messages_acknowledged": 0, "delivering_count": 0}}},
+            "queues": {"orders": {"address": "orders", "message_count": self.orders[site], "consumer_count": 0,
+                                  "internal": False, "temporary": False}},
+        }
+
+
+class FakeClient:
+    def __init__(self, world, site):
+        self.world, self.site = world, site
+
+    def bulk(self, requests):
+        out = []
+        for req in requests:
+            _d, props = on.parse(req["mbean"])
+            started = req["operation"] == "start()"
+            self.world.acceptors[self.site][props["name"]] = started
+            if not started and self.world.cut_on_quiesce:
+                self.world.stuck = True  # the WAN link goes down during the drain
+            self.world.calls.append((req["operation"], self.site, props["name"]))
+            out.append(FakeResult())
+        return out
+
+    def read(self, mbean, attrs):
+        return {on.acceptor(self.site, n): {"Started": st} for n, st in self.world.acceptors[self.site].items()}
+
+    def exec(self, mbean, op, *args):
+        assert op == "reloadConfigurationFile()"
+        self.world.reloads += 1
+        self.world.calls.append(("reload", self.site))
+        # What Artemis 2.43+ does on reload: acceptors follow autoStart in broker.xml.
+        self.world.acceptors[self.site]["artemis"] = self.world.file_auto_start(self.site)
+
+
+class FakeCollector:
+    def __init__(self, world, site):
+        self.world, self.site = world, site
+        self.client = FakeClient(world, site)
+
+    def resolve_broker(self):
+        return self.site
+
+    def collect(self):
+        return self.world.snapshot(self.site)
+
+    def collect_or_unreachable(self):
+        return self.collect()
+
+
+XML = '<configuration><core><acceptors><acceptor name="artemis">tcp://127.0.0.1:61616?protocols=AMQP{}</acceptor>' \
+      '<acceptor name="mirror">tcp://127.0.0.1:61617?protocols=AMQP</acceptor></acceptors></core></configuration>'
+
+
+@pytest.fixture
+def world(tmp_path):
+    w = World()
+    files = {"dc1": tmp_path / "dc1.xml", "dc2": tmp_path / "dc2.xml"}
+    files["dc1"].write_text(XML.format(""))
+    files["dc2"].write_text(XML.format(";autoStart=false"))
+
+    def file_auto_start(site):
+        return "autoStart=false" not in files[site].read_text()
+
+    w.file_auto_start = file_auto_start
+    w.files = files
+    return w
+
+
+def sites(world, with_files=True):
+    mk = lambda name: switch.Site(name, FakeCollector(world, name), ["artemis"],  # noqa: E731
+                                  str(world.files[name]) if with_files else None)
+    return mk("dc1"), mk("dc2")
+
+
+def run(world, **kw):
+    old, new = sites(world)
+    return switch.swapover(old, new, wait_sleep=0, sleeper=lambda s: None, **kw)
+
+
+def test_swapover_fences_drains_then_activates_by_reload_on_2_43_plus(world):
+    res = run(world, stable_samples=2)
+    assert res["changed"] is True
+    assert [p["phase"] for p in res["phases"]] == ["preflight", "quiesce", "drain", "activate"]
+    assert [p["decision"] for p in res["phases"]] == ["pass", "done", "pass", "done"]
+    assert world.acceptors == {"dc1": {"artemis": False, "mirror": True}, "dc2": {"artemis": True, "mirror": True}}
+    # The fence is in the files: a restarted dc1 stays passive, dc2 comes up active.
+    assert "autoStart=false" in world.files["dc1"].read_text()
+    assert "autoStart=true" in world.files["dc2"].read_text()
+    assert world.reloads == 1  # 2.44: activation by reload, no later bounce
+    assert res["phases"][3]["data"]["method"] == "reload"
+    drain = res["phases"][2]
+    assert drain["gate_samples"][-1]["ok"] and drain["gate_samples"][-1]["stable_streak"] == 2
+    # dc1's acceptor was stopped before dc2's was opened: never two sites serving.
+    order = [c for c in world.calls if c[0] in ("stop()", "reload", "start()")]
+    assert order[0] == ("stop()", "dc1", "artemis") and order[-1] == ("reload", "dc2")
+    assert res["roles_after"] == {"dc1": "passive", "dc2": "active"}
+    assert res["client_outage_seconds"] is not None and res["client_outage_seconds"] >= 0
+
+
+def test_pre_2_43_activates_with_start(world):
+    world.version = "2.33.0"
+    res = run(world)
+    assert res["phases"][3]["data"]["method"] == "start"
+    assert world.reloads == 0
+    assert world.acceptors["dc2"]["artemis"] is True
+
+
+def test_drain_gate_timeout_rolls_back_to_old_site(world):
+    world.cut_on_quiesce = True
+    with pytest.raises(switch.SwitchError) as err:
+        run(world, drain_timeout=0)
+    msg = str(err.value)
+    assert "drain gate failed" in msg and "rolled back: dc1 is active again" in msg
+    assert "connected: dc1/DC2 is not connected" in msg
+    assert [p["phase"] for p in err.value.phases] == ["preflight", "quiesce", "drain", "rollback"]
+    assert [p["decision"] for p in err.value.phases] == ["pass", "done", "fail", "rollback"]
+    assert world.acceptors["dc1"]["artemis"] is True and world.acceptors["dc2"]["artemis"] is False
+    assert "autoStart=false" not in world.files["dc1"].read_text()
+
+
+def test_preflight_refuses_when_mirror_disconnected_and_changes_nothing(world):
+    world.stuck = True
+    with pytest.raises(switch.SwitchError, match="preflight failed, nothing was changed"):
+        run(world, preflight_max_backlog=100)
+    assert world.acceptors["dc1"]["artemis"] is True
+    assert not [c for c in world.calls if c[0] in ("stop()", "start()", "reload")]
+
+
+def test_unequal_queue_counts_block_the_switch(world):
+    world.orders = {"dc1": 10, "dc2": 9}  # e.g. a dropped mirrored ack: PendingMirrorAcks is back to 0
+    with pytest.raises(switch.SwitchError, match=r"queues_equal: 1 queue\(s\) differ: orders 10!=9"):
+        run(world, drain_timeout=0)
+    assert world.acceptors["dc1"]["artemis"] is True
+
+
+def test_rerun_after_success_is_a_no_op(world):
+    run(world)
+    calls = len(world.calls)
+    res = run(world)
+    assert res["changed"] is False and res["phases"][0]["decision"] == "skipped"
+    assert not [c for c in world.calls[calls:] if c[0] in ("stop()", "start()", "reload")]
+
+
+def test_resume_after_interruption_between_quiesce_and_activate(world):
+    world.acceptors["dc1"]["artemis"] = False  # a previous run stopped dc1 and died
+    res = run(world)
+    assert res["resumed"] is True and res["changed"] is True
+    assert world.acceptors["dc2"]["artemis"] is True
+    assert "resuming an interrupted swapover" in res["phases"][0]["reason"]
+
+
+def test_refuses_when_both_sites_serve(world):
+    world.acceptors["dc2"]["artemis"] = True
+    with pytest.raises(switch.SwitchError, match="both sites serve clients"):
+        run(world)
+
+
+def test_check_mode_changes_nothing(world):
+    old, new = sites(world)
+    res = switch.swapover(old, new, check_mode=True)
+    assert res["changed"] is True and res["roles_after"]["dc2"] == "active"
+    assert world.acceptors["dc1"]["artemis"] is True and world.acceptors["dc2"]["artemis"] is False
+    assert "autoStart=false" in world.files["dc2"].read_text()
+
+
+def test_config_errors_found_in_status():
+    status = {"configuration": {"properties": {"broker.xml": {"alder32": "1", "errors": "AMQ229xxx bad element"}}}}
+    assert switch.config_errors(status) == ["configuration.properties.broker.xml.errors: AMQ229xxx bad element"]
+    assert switch.config_errors({"configuration": {"properties": {"x": {"alder32": "1"}}}}) == []
+
+
+def test_drain_conditions_skip_pending_acks_before_2_40():
+    old = {"features": {"pending_mirror_acks": False}}
+    new = {"features": {"pending_mirror_acks": True}}
+    assert "max_pending_acks" not in switch.drain_conditions(old, new)
+    assert switch.drain_conditions(new, new)["max_pending_acks"] == 0
