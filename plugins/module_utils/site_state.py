@@ -211,10 +211,10 @@ def parse_snapshot(broker_name: str, results: Sequence[j.Result], ts: float, url
         conn["mirror"] = True if is_mirror else None
         if is_mirror:
             mirrors[name] = {"connection": name, "snf_queue": snf_name, "snf": snf}
-    if mirrors and any(m["snf"] is None for m in mirrors.values()):
-        if feats and not feats.get("snf_queue_mbean"):
-            notes.append("mirror SNF queue has no MBean before Artemis %s (broker is %s)"
-                         % (versions.since("snf_queue_mbean"), version_text))
+    if connections and feats and not feats.get("snf_queue_mbean"):
+        notes.append("mirror SNF queue has no MBean before Artemis %s (broker is %s): backlog taken from "
+                     "listQueues when it lists the queue, else null" % (versions.since("snf_queue_mbean"),
+                                                                       version_text))
 
     _infer_connected(connections, mirrors)
 
@@ -296,9 +296,11 @@ def _merge_list_queues(snapshot: dict, value: Any) -> None:
     rows = data.get("data", []) if isinstance(data, dict) else []
     for row in rows:
         name = row.get("name")
-        mirror = snapshot["mirrors"].get(lag.mirror_connection_of(name or "") or "")
-        if mirror is None:
+        conn_name = lag.mirror_connection_of(name or "")
+        if conn_name is None or conn_name not in snapshot["connections"]:
             continue
+        snapshot["connections"][conn_name]["mirror"] = True
+        mirror = snapshot["mirrors"].setdefault(conn_name, {"connection": conn_name, "snf_queue": name, "snf": None})
         mirror["snf"] = {
             "name": name, "address": row.get("address"), "routing_type": (row.get("routingType") or "").lower(),
             "mbean": None, "message_count": lag._opt_int(row.get("messageCount")),
@@ -341,14 +343,18 @@ class SiteCollector:
         ts = self._clock()
         self.client.value_of(results[0])  # the broker read failing makes the snapshot useless: raise
         snap = parse_snapshot(broker_name, results, ts, self.client.url)
+        # Before 2.32 the SNF queue has no MBean and may be missing from QueueNames: ask listQueues whenever the
+        # broker has connections, and learn which of them are mirrors from the answer.
         pending = [m for m in snap["mirrors"].values() if m["snf"] is None]
-        if pending and not snap["features"].get("snf_queue_mbean", True):
+        if (pending or snap["connections"]) and not snap["features"].get("snf_queue_mbean", True):
             options = json.dumps({"field": "name", "operation": "CONTAINS", "value": lag.MIRROR_QUEUE_PREFIX})
             res = self.client.bulk([j.exec_request(on.broker(broker_name), "listQueues(java.lang.String,int,int)",
                                                    options, 1, 1000)])[0]
             if res.ok:
                 _merge_list_queues(snap, res.value)
                 _infer_connected(snap["connections"], snap["mirrors"])
+                if not any(m.get("snf") for m in snap["mirrors"].values()):
+                    snap["notes"].append("listQueues does not list a mirror SNF queue: backlog unknown")
             else:
                 snap["notes"].append("listQueues fallback for the SNF queue failed: %s" % (res.error or res.status))
         snap["site"] = self.site
