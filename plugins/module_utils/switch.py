@@ -301,7 +301,13 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
 
     # 2. quiesce
     t_quiesce = wall()
-    fenced = deactivate(old, acceptor_states(snap_old))
+    try:
+        fenced = deactivate(old, acceptor_states(snap_old))
+    except j.JolokiaError as exc:
+        reason = ("quiesce of %s failed: %s; it may be partly fenced: run the swapover again (it resumes) or "
+                  "site_role state=active on %s to undo" % (old.name, exc, old.name))
+        phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "fail", reason))
+        raise SwitchError(reason, phases, state) from exc
     phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "done",
                         data={"stopped_acceptors": fenced["stopped"],
                               "fence_written": bool(fenced["fence"] and fenced["fence"]["changed"])}))
@@ -354,8 +360,15 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
 
     # 4. activate (point of no return)
     t_act = wall()
-    opened = activate(new, acceptor_states(snap_new), version_tuple(snap_new), activation_timeout,
-                      clock=clock, sleeper=sleeper)
+    try:
+        opened = activate(new, acceptor_states(snap_new), version_tuple(snap_new), activation_timeout,
+                          clock=clock, sleeper=sleeper)
+    except j.JolokiaError as exc:
+        reason = ("activation of %s failed after the drain gate passed: %s; NO SITE SERVES CLIENTS: run the "
+                  "swapover again (it resumes at the drain gate) or site_role state=active on %s"
+                  % (new.name, exc, new.name))
+        phases.append(phase(runbook, "activate", t_act, wall(), "fail", reason))
+        raise SwitchError(reason, phases, state) from exc
     t_active = wall()
     roles_after = {old.name: site_role.PASSIVE, new.name: site_role.ACTIVE}
     phases.append(phase(runbook, "activate", t_act, t_active, "done", roles_before=roles_before,

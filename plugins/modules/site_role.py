@@ -1,0 +1,221 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: site_role
+short_description: Read or set the role (active or passive) of an Artemis site
+description:
+  - A site is C(active) when its client acceptors are started and C(passive) when they are stopped. The mirror keeps
+    its own acceptor, which this module never touches, so a passive site still receives the peer's mirror.
+  - The role is read from the broker itself (acceptor C(Started)), so every runbook can work out where it stands.
+  - With O(broker_xml) the fence is also written to broker.xml as the acceptor parameter C(autoStart=false)
+    (Artemis 2.16+), so a restarted passive broker does not start serving. Run the task on the broker host for that.
+  - On Artemis 2.43+ a configuration reload recreates a changed acceptor, so activation there writes
+    C(autoStart=true) and calls the C(reloadConfigurationFile) operation; before 2.43 it calls the acceptors' C(start) operation.
+  - A site whose Jolokia cannot be reached is reported as C(unreachable). With O(allow_unreachable) and
+    O(state=passive) the fence is still written to O(broker_xml), which is how a failover fences a site whose broker
+    is down but whose host is reachable.
+author:
+  - continuity.artemis contributors (@continuity-artemis)
+extends_documentation_fragment:
+  - continuity.artemis.jolokia
+options:
+  client_acceptors:
+    description:
+      - Names of the acceptors that serve clients. Never include the mirror acceptor.
+    type: list
+    elements: str
+    required: true
+  state:
+    description:
+      - V(query) only reads the role; V(active) opens the client acceptors; V(passive) stops them (fences the site).
+    type: str
+    choices: [query, active, passive]
+    default: query
+  broker_xml:
+    description:
+      - Path of the broker's C(etc/broker.xml) on the host the task runs on. When set, the fence is persisted there
+        and the role the broker would come up with after a restart is returned as RV(persisted_role).
+    type: path
+  allow_unreachable:
+    description:
+      - Return RV(role=unreachable) instead of failing when Jolokia cannot be reached; with O(state=passive) and
+        O(broker_xml) the fence is written to the file anyway.
+    type: bool
+    default: false
+  wait_timeout:
+    description:
+      - Seconds to wait for the acceptors to start after a configuration reload (Artemis 2.43+).
+    type: float
+    default: 30
+attributes:
+  check_mode:
+    description: Reports what would change; nothing is stopped, started or written.
+    support: full
+  diff_mode:
+    description: Shows the broker.xml change when O(broker_xml) is set.
+    support: full
+  action_group:
+    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
+    support: full
+    membership:
+      - continuity.artemis.jolokia
+seealso:
+  - module: continuity.artemis.swapover
+  - module: continuity.artemis.acceptor
+'''
+
+EXAMPLES = r'''
+- name: Where does dc2 stand?
+  continuity.artemis.site_role:
+    url: http://dc2.example.com:8161/console/jolokia
+    username: admin
+    password: "{{ artemis_admin_password }}"
+    client_acceptors: [artemis, amqp]
+  register: dc2_role
+
+- name: Fence dc1 (stop client acceptors, keep the mirror acceptor, persist across restarts)
+  continuity.artemis.site_role:
+    url: http://localhost:8161/console/jolokia
+    username: admin
+    password: "{{ artemis_admin_password }}"
+    client_acceptors: [artemis, amqp]
+    broker_xml: /var/lib/artemis/dc1/etc/broker.xml
+    state: passive
+    allow_unreachable: true
+'''
+
+RETURN = r'''
+role:
+  description: Role after the task (V(active), V(passive), V(mixed) for a half-done switch, V(unreachable)).
+  returned: always
+  type: str
+  sample: passive
+role_before:
+  description: Role before the task.
+  returned: always
+  type: str
+persisted_role:
+  description: Role the broker would come up with after a restart, from O(broker_xml).
+  returned: when O(broker_xml) is set
+  type: str
+reachable:
+  description: Whether Jolokia answered.
+  returned: always
+  type: bool
+version:
+  description: Artemis version reported by the broker.
+  returned: when reachable
+  type: str
+acceptors:
+  description: C(Started) of every acceptor after the task.
+  returned: when reachable
+  type: dict
+  sample: {artemis: false, mirror: true}
+method:
+  description: How the acceptors were opened (V(reload) on 2.43+, V(start) before).
+  returned: when O(state=active) changed something
+  type: str
+error:
+  description: Why the site was unreachable.
+  returned: when unreachable
+  type: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role as roles
+from ansible_collections.continuity.artemis.plugins.module_utils import switch
+from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import (
+    collector_from_params, fail_on_error, jolokia_argument_spec)
+
+
+def _persisted(path, acceptors):
+    with open(path, "r", encoding="utf-8") as fh:
+        return roles.persisted_role(fh.read(), acceptors)
+
+
+def main():
+    spec = jolokia_argument_spec()
+    spec.update(
+        client_acceptors=dict(type="list", elements="str", required=True),
+        state=dict(type="str", choices=["query", "active", "passive"], default="query"),
+        broker_xml=dict(type="path"),
+        allow_unreachable=dict(type="bool", default=False),
+        wait_timeout=dict(type="float", default=30.0),
+    )
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    p = module.params
+    acceptors = p["client_acceptors"]
+    if not acceptors:
+        module.fail_json(msg="client_acceptors must name at least one acceptor that serves clients")
+    site = switch.Site(p.get("broker_name") or "site", collector_from_params(p), acceptors, p["broker_xml"])
+    result = dict(changed=False)
+    diff = None
+
+    try:
+        snap = site.snapshot_or_unreachable()
+        role_before = switch.role_of(snap, acceptors)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    except jolokia.JolokiaError as exc:
+        fail_on_error(module, exc, "reading the acceptors")
+    result.update(role_before=role_before, role=role_before, reachable=snap.get("reachable", True))
+    if not result["reachable"]:
+        result["error"] = snap.get("error")
+    else:
+        result["version"] = snap.get("version")
+        result["acceptors"] = switch.acceptor_states(snap)
+
+    try:
+        if not result["reachable"]:
+            if not p["allow_unreachable"]:
+                module.fail_json(msg="Jolokia at %s cannot be reached: %s (set allow_unreachable to report the site "
+                                     "as unreachable, and with state=passive to fence it in broker_xml)"
+                                     % (p["url"], snap.get("error")), **result)
+            if p["state"] == "active":
+                module.fail_json(msg="cannot activate a site whose broker cannot be reached", **result)
+            if p["state"] == "passive" and p["broker_xml"]:
+                fence = switch.persist_fence(p["broker_xml"], acceptors, False, module.check_mode)
+                result["changed"] = fence["changed"]
+                diff = fence
+        elif p["state"] == "passive":
+            done = switch.deactivate(site, result["acceptors"], module.check_mode)
+            result["changed"] = done["changed"]
+            diff = done["fence"]
+            result["role"] = roles.PASSIVE
+        elif p["state"] == "active":
+            done = switch.activate(site, result["acceptors"], switch.version_tuple(snap), p["wait_timeout"],
+                                   check_mode=module.check_mode)
+            result["changed"] = done["changed"]
+            if done["started"]:
+                result["method"] = done["method"]
+            diff = done["fence"]
+            result["role"] = roles.ACTIVE
+        if result["reachable"] and result["changed"] and not module.check_mode:
+            result["acceptors"] = switch.read_acceptors(site)
+            result["role"] = roles.derive_role(result["acceptors"], acceptors)
+        if p["broker_xml"]:
+            result["persisted_role"] = (roles.persisted_role(diff["after"], acceptors) if diff
+                                        else _persisted(p["broker_xml"], acceptors))
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="broker.xml %s: %s" % (p["broker_xml"], exc), **result)
+    except jolokia.JolokiaError as exc:
+        fail_on_error(module, exc, "changing the client acceptors", **result)
+
+    if module._diff and diff and diff["changed"]:
+        result["diff"] = dict(before=diff["before"], after=diff["after"],
+                              before_header=diff["path"], after_header=diff["path"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

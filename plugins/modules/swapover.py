@@ -1,0 +1,285 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: swapover
+short_description: Move the active role between two mirrored Artemis sites with zero loss, or roll back
+description:
+  - A planned switch, consistency first, done in ONE task so the time clients cannot send stays as short as the
+    brokers allow (every extra Ansible task would add its start-up time to the outage).
+  - 1. Preflight (nothing is changed when it fails) - both sites readable, O(old_site) active and O(new_site)
+    passive, mirrors connected both ways, backlog under O(preflight_max_backlog), no consumers on O(new_site), no
+    configuration reload errors in either broker's C(Status).
+  - 2. Quiesce - stop the client acceptors of O(old_site). Clients are disconnected and cannot reconnect there; the
+    mirror acceptor stays up. With O(old_site.broker_xml) the fence is also written to broker.xml.
+  - 3. Drain gate - both mirror backlogs 0, C(PendingMirrorAcks) 0 where the release has it (2.40+) and equal
+    per-queue message counts, for O(stable_samples) consecutive samples within O(drain_timeout). Equal counts are
+    required because real Artemis drops a mirrored acknowledgement it cannot apply while C(PendingMirrorAcks)
+    returns to 0. If the gate fails, O(old_site) is re-activated (rollback), nothing was lost, and the task fails
+    with the reason.
+  - 4. Activate O(new_site) - the point of no return. On Artemis 2.43+ with O(new_site.broker_xml) the fence is lifted
+    in broker.xml and the C(reloadConfigurationFile) operation opens the acceptors; otherwise the acceptors' C(start) operation.
+  - Re-running converges - a swapover already done reports no change; one interrupted after the quiesce resumes at
+    the drain gate. At no moment do both sites serve clients.
+  - Run the task on the host of O(new_site) when its O(new_site.broker_xml) is set (the file is edited locally).
+author:
+  - continuity.artemis contributors (@continuity-artemis)
+options:
+  old_site:
+    description: The site that is active now.
+    type: dict
+    required: true
+    suboptions: &site
+      name:
+        description: Site name used in results and evidence (for example V(dc1)).
+        type: str
+        required: true
+      url:
+        description: Jolokia endpoint of the site's broker.
+        type: str
+        required: true
+      username:
+        description: Jolokia user (a role in C(HAWTIO_ROLE)); defaults to O(username).
+        type: str
+      password:
+        description: Password of the Jolokia user; defaults to O(password).
+        type: str
+      broker_name:
+        description: Broker name; discovered when omitted.
+        type: str
+      validate_certs:
+        description: Verify the TLS certificate of an C(https) URL.
+        type: bool
+        default: true
+      ca_path:
+        description: CA bundle for the TLS verification.
+        type: path
+      origin:
+        description: C(Origin) header; derived from the URL when omitted.
+        type: str
+      timeout:
+        description: Seconds to wait for one HTTP response.
+        type: float
+        default: 10
+      client_acceptors:
+        description: Acceptors that serve clients (never the mirror acceptor).
+        type: list
+        elements: str
+        required: true
+      broker_xml:
+        description: Path of the site's broker.xml on the host the task runs on, to persist the fence.
+        type: path
+  new_site:
+    description: The site that becomes active.
+    type: dict
+    required: true
+    suboptions: *site
+  username:
+    description: Default Jolokia user for both sites.
+    type: str
+  password:
+    description: Default Jolokia password for both sites.
+    type: str
+  drain_timeout:
+    description: Seconds the drain gate may take before the swapover is rolled back.
+    type: float
+    default: 120
+  wait_sleep:
+    description: Seconds between drain gate samples.
+    type: float
+    default: 0.2
+  stable_samples:
+    description: Consecutive samples every drain condition must hold.
+    type: int
+    default: 2
+  preflight_max_backlog:
+    description: Largest mirror backlog (events) accepted before quiescing; unset means not checked.
+    type: int
+  queue_tolerance:
+    description: Allowed difference of per-queue message counts (keep 0 for a zero-loss claim).
+    type: int
+    default: 0
+  rollback:
+    description: Re-activate O(old_site) when the drain gate fails. Without it no site serves after a failed gate.
+    type: bool
+    default: true
+  activation_timeout:
+    description: Seconds to wait for the client acceptors to open after a configuration reload.
+    type: float
+    default: 30
+  evidence_dir:
+    description: Directory of the evidence runs; the phases are appended to C(<evidence_dir>/<run_id>/phases.jsonl).
+    type: path
+  run_id:
+    description: Run id of the evidence records; required with O(evidence_dir).
+    type: str
+attributes:
+  check_mode:
+    description: Runs the preflight only.
+    support: full
+  diff_mode:
+    description: Nothing to diff; the phases are returned.
+    support: none
+seealso:
+  - module: continuity.artemis.site_role
+  - module: continuity.artemis.mirror_wait
+'''
+
+EXAMPLES = r'''
+- name: Swap the active role from dc1 to dc2
+  continuity.artemis.swapover:
+    username: admin
+    password: "{{ artemis_admin_password }}"
+    old_site:
+      name: dc1
+      url: http://dc1.example.com:8161/console/jolokia
+      client_acceptors: [artemis, amqp]
+    new_site:
+      name: dc2
+      url: http://localhost:8161/console/jolokia
+      client_acceptors: [artemis, amqp]
+      broker_xml: /var/lib/artemis/dc2/etc/broker.xml
+    drain_timeout: 60
+    evidence_dir: /var/lib/continuity/evidence
+    run_id: "{{ continuity_run_id }}"
+  delegate_to: "{{ groups['dc2'][0] }}"
+  register: swap
+'''
+
+RETURN = r'''
+phases:
+  description: One entry per phase (preflight, quiesce, drain, rollback, activate), shaped as evidence C(phase) records.
+  returned: always
+  type: list
+  elements: dict
+roles_before:
+  description: Role of each site before the task.
+  returned: always
+  type: dict
+  sample: {dc1: active, dc2: passive}
+roles_after:
+  description: Role of each site after the task.
+  returned: always
+  type: dict
+client_outage_seconds:
+  description: Seconds from the quiesce to the activation (clients could not send); null when resumed or not done.
+  returned: always
+  type: float
+resumed:
+  description: The task resumed an interrupted swapover.
+  returned: always
+  type: bool
+evidence_file:
+  description: File the phase records were appended to.
+  returned: when O(evidence_dir) is set
+  type: str
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.continuity.artemis.plugins.module_utils import evidence
+from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+from ansible_collections.continuity.artemis.plugins.module_utils import switch
+from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import collector_from_params
+
+SITE_SPEC = dict(
+    name=dict(type="str", required=True),
+    url=dict(type="str", required=True),
+    username=dict(type="str"),
+    password=dict(type="str", no_log=True),
+    broker_name=dict(type="str"),
+    validate_certs=dict(type="bool", default=True),
+    ca_path=dict(type="path"),
+    origin=dict(type="str"),
+    timeout=dict(type="float", default=10.0),
+    client_acceptors=dict(type="list", elements="str", required=True),
+    broker_xml=dict(type="path"),
+)
+
+
+def _site(params, defaults):
+    opts = dict(params)
+    for key in ("username", "password"):
+        if opts.get(key) is None:
+            opts[key] = defaults.get(key)
+    return switch.Site(opts["name"], collector_from_params(opts, site=opts["name"]), opts["client_acceptors"],
+                       opts.get("broker_xml"))
+
+
+def _write_evidence(params, phases):
+    if not params["evidence_dir"]:
+        return None
+    path = os.path.join(evidence.run_dir(params["evidence_dir"], params["run_id"]), "phases.jsonl")
+    writer = evidence.EvidenceWriter(path, validate=True, flush_interval=0)
+    try:
+        for ph in phases:
+            writer.write(evidence.phase_record(params["run_id"], **ph))
+    finally:
+        writer.close()
+    return path
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            old_site=dict(type="dict", required=True, options=SITE_SPEC),
+            new_site=dict(type="dict", required=True, options=SITE_SPEC),
+            username=dict(type="str"),
+            password=dict(type="str", no_log=True),
+            drain_timeout=dict(type="float", default=120.0),
+            wait_sleep=dict(type="float", default=0.2),
+            stable_samples=dict(type="int", default=2),
+            preflight_max_backlog=dict(type="int"),
+            queue_tolerance=dict(type="int", default=0),
+            rollback=dict(type="bool", default=True),
+            activation_timeout=dict(type="float", default=30.0),
+            evidence_dir=dict(type="path"),
+            run_id=dict(type="str"),
+        ),
+        required_by={"evidence_dir": ["run_id"]},
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["old_site"]["name"] == p["new_site"]["name"]:
+        module.fail_json(msg="old_site and new_site are both named %r: name two different sites"
+                         % p["old_site"]["name"])
+    if p["stable_samples"] < 1 or p["drain_timeout"] < 0 or p["wait_sleep"] < 0:
+        module.fail_json(msg="stable_samples must be >= 1 and drain_timeout, wait_sleep >= 0")
+    if p["evidence_dir"]:
+        try:
+            evidence.check_run_id(p["run_id"])
+        except evidence.EvidenceError as exc:
+            module.fail_json(msg="run_id: %s" % exc)
+    try:
+        old, new = _site(p["old_site"], p), _site(p["new_site"], p)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+
+    try:
+        res = switch.swapover(old, new, drain_timeout=p["drain_timeout"], wait_sleep=p["wait_sleep"],
+                              stable_samples=p["stable_samples"], preflight_max_backlog=p["preflight_max_backlog"],
+                              queue_tolerance=p["queue_tolerance"], rollback=p["rollback"],
+                              check_mode=module.check_mode, activation_timeout=p["activation_timeout"])
+    except switch.SwitchError as exc:
+        path = None if module.check_mode else _write_evidence(p, exc.phases)
+        module.fail_json(msg=str(exc), phases=exc.phases, roles_before=exc.state.get("roles_before"),
+                         roles_after=exc.state.get("roles_after"), evidence_file=path)
+    except (jolokia.JolokiaError, ValueError) as exc:
+        module.fail_json(msg="swapover stopped before any change could be proven: %s" % exc)
+    path = None if module.check_mode else _write_evidence(p, res["phases"])
+    module.exit_json(changed=res["changed"], phases=res["phases"], roles_before=res["roles_before"],
+                     roles_after=res["roles_after"], client_outage_seconds=res["client_outage_seconds"],
+                     resumed=res["resumed"], evidence_file=path)
+
+
+if __name__ == "__main__":
+    main()
