@@ -73,10 +73,18 @@ connection:
   returned: success
   type: dict
   contains:
-    name: {description: Connection name., type: str}
-    started: {description: Started., type: bool}
-    connected: {description: Connected to the peer (null before 2.39)., type: bool}
-    uri: {description: URI (null before 2.39)., type: str}
+    name:
+      description: "Connection name."
+      type: str
+    started:
+      description: "Started."
+      type: bool
+    connected:
+      description: "Connected to the peer (null before 2.39)."
+      type: bool
+    uri:
+      description: "URI (null before 2.39)."
+      type: str
   sample: {name: DC2, started: false, connected: false, uri: tcp://dc2:5673}
 method:
   description: How the state is read and changed, V(mbean) (2.39+) or V(broker_operation).

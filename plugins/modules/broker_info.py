@@ -75,20 +75,51 @@ broker:
   returned: success
   type: dict
   contains:
-    name: {description: Broker name., type: str, sample: dc1}
-    version: {description: Artemis version., type: str, sample: 2.44.0}
-    node_id: {description: Node id., type: str}
-    active: {description: The broker is active (not a waiting backup)., type: bool}
-    started: {description: The broker is started., type: bool}
-    backup: {description: Configured as backup., type: bool}
-    ha_policy: {description: HA policy., type: str, sample: Primary Only}
-    uptime: {description: Uptime text., type: str}
-    uptime_millis: {description: Uptime in ms., type: int}
-    status: {description: Decoded C(Status) JSON (configuration reload state and errors)., type: raw}
-    pending_mirror_acks: {description: Mirrored acks waiting to be applied on this broker; null before 2.40., type: int}
-    connection_count: {description: Client connections., type: int}
-    total_message_count: {description: Messages in all queues., type: int}
-    total_consumer_count: {description: Consumers on all queues., type: int}
+    name:
+      description: "Broker name."
+      type: str
+      sample: dc1
+    version:
+      description: "Artemis version."
+      type: str
+      sample: 2.44.0
+    node_id:
+      description: "Node id."
+      type: str
+    active:
+      description: "The broker is active (not a waiting backup)."
+      type: bool
+    started:
+      description: "The broker is started."
+      type: bool
+    backup:
+      description: "Configured as backup."
+      type: bool
+    ha_policy:
+      description: "HA policy."
+      type: str
+      sample: Primary Only
+    uptime:
+      description: "Uptime text."
+      type: str
+    uptime_millis:
+      description: "Uptime in ms."
+      type: int
+    status:
+      description: "Decoded C(Status) JSON (configuration reload state and errors)."
+      type: raw
+    pending_mirror_acks:
+      description: "Mirrored acks waiting to be applied on this broker; null before 2.40."
+      type: int
+    connection_count:
+      description: "Client connections."
+      type: int
+    total_message_count:
+      description: "Messages in all queues."
+      type: int
+    total_consumer_count:
+      description: "Consumers on all queues."
+      type: int
 features:
   description: Feature flags detected from the version (see docs/modules.md).
   returned: success

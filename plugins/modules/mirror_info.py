@@ -113,41 +113,102 @@ connections:
   type: list
   elements: dict
   contains:
-    name: {description: Broker connection name., type: str, sample: DC2}
-    uri: {description: Connection URI (null before 2.39)., type: str}
-    exists: {description: The connection exists on the broker., type: bool}
-    started: {description: Started (auto-start or started by an operator)., type: bool}
-    connected: {description: Connected to the peer; inferred before 2.39 (see connected_source)., type: bool}
+    name:
+      description: "Broker connection name."
+      type: str
+      sample: DC2
+    uri:
+      description: "Connection URI (null before 2.39)."
+      type: str
+    exists:
+      description: "The connection exists on the broker."
+      type: bool
+    started:
+      description: "Started (auto-start or started by an operator)."
+      type: bool
+    connected:
+      description: "Connected to the peer; inferred before 2.39 (see connected_source)."
+      type: bool
     connected_source:
       description: Where C(connected) came from, V(mbean), V(listBrokerConnections), V(snf_consumer_count), V(stopped).
       type: str
-    snf_queue: {description: Name of the mirror SNF queue., type: str, sample: $ACTIVEMQ_ARTEMIS_MIRROR_DC2}
-    backlog: {description: SNF MessageCount, events not confirmed by the peer (null when unknown)., type: int}
-    delivering: {description: SNF DeliveringCount, events sent and not yet confirmed., type: int}
-    add_rate: {description: Events captured per second between the samples., type: float}
-    drain_rate: {description: Events confirmed by the peer per second between the samples., type: float}
-    lag_seconds: {description: Backlog / effective drain rate; 0 when empty; null when not draining., type: float}
-    first_message_age_seconds: {description: SNF FirstMessageAge when plausible, else null., type: float}
-    pending_acks: {description: Peer's PendingMirrorAcks (null without peer or before 2.40)., type: int}
-    rpo_events_est: {description: Events at risk if the site were lost now., type: int}
-    rpo_messages_est: {description: Client messages at risk (upper bound when the send share is unknown)., type: float}
-    rpo_seconds_est: {description: Seconds of traffic at risk., type: float}
-    rto_seconds_est: {description: Drain time plus O(overhead_seconds)., type: float}
-    queue_diff_count: {description: Queues whose counts differ (null without peer)., type: int}
-    queue_diffs: {description: The differences, C(queue), C(local), C(peer), C(delta)., type: list}
-    lag_sample: {description: The same data as an evidence C(lag_sample) record's fields., type: dict}
-    notes: {description: Why a value is null or approximate., type: list}
+    snf_queue:
+      description: "Name of the mirror SNF queue."
+      type: str
+      sample: $ACTIVEMQ_ARTEMIS_MIRROR_DC2
+    backlog:
+      description: "SNF MessageCount, events not confirmed by the peer (null when unknown)."
+      type: int
+    delivering:
+      description: "SNF DeliveringCount, events sent and not yet confirmed."
+      type: int
+    add_rate:
+      description: "Events captured per second between the samples."
+      type: float
+    drain_rate:
+      description: "Events confirmed by the peer per second between the samples."
+      type: float
+    lag_seconds:
+      description: "Backlog / effective drain rate; 0 when empty; null when not draining."
+      type: float
+    first_message_age_seconds:
+      description: "SNF FirstMessageAge when plausible, else null."
+      type: float
+    pending_acks:
+      description: "Peer's PendingMirrorAcks (null without peer or before 2.40)."
+      type: int
+    rpo_events_est:
+      description: "Events at risk if the site were lost now."
+      type: int
+    rpo_messages_est:
+      description: "Client messages at risk (upper bound when the send share is unknown)."
+      type: float
+    rpo_seconds_est:
+      description: "Seconds of traffic at risk."
+      type: float
+    rto_seconds_est:
+      description: "Drain time plus O(overhead_seconds)."
+      type: float
+    queue_diff_count:
+      description: "Queues whose counts differ (null without peer)."
+      type: int
+    queue_diffs:
+      description: "The differences, C(queue), C(local), C(peer), C(delta)."
+      type: list
+      elements: dict
+    lag_sample:
+      description: "The same data as an evidence C(lag_sample) record's fields."
+      type: dict
+    notes:
+      description: "Why a value is null or approximate."
+      type: list
+      elements: str
 queue_comparison:
   description: Per-queue comparison with the peer (null without O(peer)).
   returned: success
   type: dict
   contains:
-    equal: {description: No difference beyond O(queue_tolerance)., type: bool}
-    compared: {description: Queues compared., type: int}
-    diff_count: {description: Queues that differ., type: int}
-    diffs: {description: C(queue), C(local), C(peer), C(delta) per differing queue., type: list}
-    only_local: {description: Queues only on this site., type: list}
-    only_peer: {description: Queues only on the peer., type: list}
+    equal:
+      description: "No difference beyond O(queue_tolerance)."
+      type: bool
+    compared:
+      description: "Queues compared."
+      type: int
+    diff_count:
+      description: "Queues that differ."
+      type: int
+    diffs:
+      description: "C(queue), C(local), C(peer), C(delta) per differing queue."
+      type: list
+      elements: dict
+    only_local:
+      description: "Queues only on this site."
+      type: list
+      elements: str
+    only_peer:
+      description: "Queues only on the peer."
+      type: list
+      elements: str
 passive_consumers:
   description: Consumers on the peer's client queues (null without peer).
   returned: success
