@@ -123,18 +123,46 @@ def artemis_home_dir(path):
     return m.group("top")
 
 
+def _words_match(pattern, words):
+    """Artemis wildcard match on words: ``#`` = zero or more words, ``*`` = exactly one."""
+    if not pattern:
+        return not words
+    head, rest = pattern[0], pattern[1:]
+    if head == "#":
+        return any(_words_match(rest, words[i:]) for i in range(len(words) + 1))
+    if not words:
+        return False
+    return (head == "*" or head == words[0]) and _words_match(rest, words[1:])
+
+
+def _covers(base_match, match):
+    """Whether ``base_match`` applies to what ``match`` names (its wildcards read as literal words)."""
+    return base_match == match or _words_match(base_match.split("."), match.split("."))
+
+
 def artemis_merge_security(*lists):
-    """Security settings from several lists (role defaults, mirror role) merged by ``match``: the roles of
-    each permission type are united. Artemis keeps only the LAST <security-setting> of a given match, so two
-    lists both using ``#`` would otherwise silently drop one of them."""
+    """Security settings from several lists (role defaults first, then the mirror role's grants) merged by
+    ``match``, roles united per permission type.
+
+    Artemis applies only the MOST SPECIFIC matching <security-setting> (no inheritance), and keeps only the
+    last of two equal matches. So a grant on a new, narrower match (``orders.#`` for the mirror) would take
+    every permission on those addresses away from roles the broader base setting (``#``) granted: a new match
+    therefore starts from the union of the base settings that cover it."""
     merged = {}
     order = []
-    for items in lists:
+    base = [dict(item) for item in (lists[0] if lists else []) or []]
+    for index, items in enumerate(lists):
         for item in items or []:
             match = item["match"]
             if match not in merged:
                 merged[match] = {}
                 order.append(match)
+                if index > 0:
+                    for b in base:
+                        if b["match"] != match and _covers(b["match"], match):
+                            for ptype, roles in (b.get("permissions") or {}).items():
+                                have = merged[match].setdefault(ptype, [])
+                                have.extend(r for r in roles or [] if r not in have)
             for ptype, roles in (item.get("permissions") or {}).items():
                 have = merged[match].setdefault(ptype, [])
                 for role in roles or []:

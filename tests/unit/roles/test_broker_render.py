@@ -162,3 +162,19 @@ def test_fence_written_by_a_runbook_survives_a_render():
     unfenced = render("broker", "broker.xml.j2", {"broker_admin_password": "x", "broker_preserve_fence": False},
                       {"broker__version": "2.44.0", "broker__fence": {"artemis": "false"}})
     assert "autoStart" not in artemis_acceptor_params(unfenced)["artemis"]
+
+
+def test_narrow_mirror_grant_keeps_the_broad_roles():
+    """Artemis applies only the most specific match: a mirror grant on orders.# must not take send/consume on
+    orders.* away from the roles the # setting gives."""
+    from ansible_collections.continuity.artemis.plugins.filter.artemis import artemis_merge_security
+
+    base = [{"match": "#", "permissions": {"send": ["amq"], "consume": ["amq"], "manage": ["amq"]}},
+            {"match": "audit.#", "permissions": {"browse": ["auditor"]}}]
+    extra = [{"match": "orders.#", "permissions": {"send": ["mirror"]}},
+             {"match": "audit.x", "permissions": {"send": ["mirror"]}}]
+    merged = {s["match"]: s["permissions"] for s in artemis_merge_security(base, extra)}
+    assert merged["orders.#"] == {"consume": ["amq"], "manage": ["amq"], "send": ["amq", "mirror"]}
+    # audit.x is covered by both # and audit.#
+    assert merged["audit.x"]["browse"] == ["auditor"] and merged["audit.x"]["send"] == ["amq", "mirror"]
+    assert merged["#"] == base[0]["permissions"]

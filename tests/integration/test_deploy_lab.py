@@ -1,0 +1,219 @@
+"""End to end on the lab: playbooks/deploy.yml with inventories/lab builds two mirrored sites from scratch.
+
+Each test module gets its own instance root and a free block of loopback ports, and stops only the brokers it
+started. Needs the lab archive (`make lab-dist`, or LAB_DIST_DIR pointing at a directory holding
+lab-artemis-<version>-bin.tar.gz).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = os.environ.get("LAB_ARTEMIS_VERSION", "2.44.0")
+DIST_DIR = Path(os.environ.get("LAB_DIST_DIR", ROOT / "build" / "lab-dist"))
+ARCHIVE = DIST_DIR / f"lab-artemis-{VERSION}-bin.tar.gz"
+ADMIN = ("admin", "lab-admin-secret")  # inventories/lab/group_vars/artemis.yml
+PORT_OFFSETS = {"dc1": 0, "dc2": 100}  # inventories/lab/group_vars/dc*.yml
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not ARCHIVE.exists(), reason=f"lab archive {ARCHIVE} not built (make lab-dist)"),
+]
+
+
+def _free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_base():
+    for _ in range(50):
+        base = random.randrange(30000, 45000, 1000)
+        ports = [base + o + p for o in PORT_OFFSETS.values() for p in (161, 616, 617)]
+        if all(_free(p) for p in ports):
+            return base
+    raise RuntimeError("no free port block")
+
+
+class Lab:
+    def __init__(self, root: Path, base: int):
+        self.root = root
+        self.base = base
+        self.inventory = root / "inventory"
+        shutil.copytree(ROOT / "inventories" / "lab", self.inventory)
+        self.env = dict(os.environ, LAB_ROOT=str(root / "lab"), LAB_DIST_DIR=str(DIST_DIR),
+                        LAB_PORT_BASE=str(base), LAB_ARTEMIS_VERSION=VERSION,
+                        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+
+    def deploy(self, *extra):
+        cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(self.inventory / "hosts.yml"),
+               str(ROOT / "playbooks" / "deploy.yml"), *extra]
+        proc = subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=900)
+        return proc
+
+    def recap(self, out):
+        return {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+                for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M)}
+
+    def instance(self, site):
+        return self.root / "lab" / site
+
+    def pid(self, site):
+        return (self.instance(site) / "data" / "artemis.pid").read_text().strip()
+
+    def jolokia(self, site, body):
+        port = self.base + 161 + PORT_OFFSETS[site]
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/console/jolokia/", data=json.dumps(body).encode(), method="POST",
+            headers={"Origin": "http://127.0.0.1", "Content-Type": "application/json",
+                     "Authorization": "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode()})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def connections(self, site):
+        answer = self.jolokia(site, {"type": "exec", "mbean": f'org.apache.activemq.artemis:broker="{site}"',
+                                     "operation": "listBrokerConnections()"})
+        assert answer["status"] == 200, answer
+        return {c["name"]: c for c in json.loads(answer["value"])}
+
+    def queue_count(self, site, address, queue):
+        answer = self.jolokia(site, {
+            "type": "read", "attribute": "MessageCount",
+            "mbean": f'org.apache.activemq.artemis:broker="{site}",component=addresses,address="{address}",'
+                     f'subcomponent=queues,routing-type="anycast",queue="{queue}"'})
+        return answer.get("value") if answer["status"] == 200 else None
+
+    def address_exists(self, site, address):
+        answer = self.jolokia(site, {
+            "type": "read", "attribute": "RoutingTypes",
+            "mbean": f'org.apache.activemq.artemis:broker="{site}",component=addresses,address="{address}"'})
+        return answer["status"] == 200
+
+    def stop(self):
+        for site in PORT_OFFSETS:
+            service = self.instance(site) / "bin" / "artemis-service"
+            if service.exists():
+                subprocess.run([str(service), "stop"], capture_output=True, timeout=60)
+
+
+def _connected(value):
+    return value in (True, "true")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab = Lab(tmp_path_factory.mktemp("deploy"), _port_base())
+    yield lab
+    lab.stop()
+
+
+@pytest.fixture(scope="module")
+def first_deploy(lab):
+    proc = lab.deploy()
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _send(url, address, body):
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(url, user=ADMIN[0], password=ADMIN[1], allowed_mechs="PLAIN", timeout=20)
+    try:
+        sender = conn.create_sender(address)
+        sender.send(Message(body=body, durable=True))
+    finally:
+        conn.close()
+
+
+def _receive(url, address):
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(url, user=ADMIN[0], password=ADMIN[1], allowed_mechs="PLAIN", timeout=20)
+    try:
+        receiver = conn.create_receiver(address)
+        msg = receiver.receive(timeout=20)
+        receiver.accept()
+        return msg.body
+    finally:
+        conn.close()
+
+
+def _wait(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    return predicate()
+
+
+def test_deploy_from_scratch_brings_up_both_sites_mirrored(lab, first_deploy):
+    for site in PORT_OFFSETS:
+        started = lab.jolokia(site, {"type": "read", "mbean": f'org.apache.activemq.artemis:broker="{site}"',
+                                     "attribute": "Started"})
+        assert started["value"] is True
+    assert _connected(lab.connections("dc1")["DC2"].get("connected"))
+    assert _connected(lab.connections("dc2")["DC1"].get("connected"))
+    # login is required: the anonymous default of `artemis create --silent` must not be in effect
+    users = (lab.instance("dc1") / "etc" / "artemis-users.properties").read_text()
+    assert "lab-admin-secret" not in users and "ENC(1024:" in users
+
+
+def test_message_sent_on_dc1_arrives_on_dc2(lab, first_deploy):
+    dc1 = f"amqp://127.0.0.1:{lab.base + 616}"
+    dc2 = f"amqp://127.0.0.1:{lab.base + 716}"
+    body = f"deploy-probe-{random.random()}"
+    _send(dc1, "orders", body)
+    assert _wait(lambda: (lab.queue_count("dc2", "orders", "orders") or 0) >= 1), "message not mirrored to dc2"
+    assert _receive(dc2, "orders") == body
+
+
+def test_second_run_changes_nothing(lab, first_deploy):
+    proc = lab.deploy()
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    recap = lab.recap(proc.stdout)
+    assert set(recap) == {"dc1-artemis", "dc2-artemis"}
+    assert all(r["changed"] == 0 for r in recap.values()), proc.stdout[-6000:]
+
+
+def test_changed_mirror_flag_restarts_only_that_broker_and_is_live(lab, first_deploy):
+    before = {site: lab.pid(site) for site in PORT_OFFSETS}
+    host_vars = lab.inventory / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    # dc1 now mirrors only addresses starting with "orders" (case-sensitive prefix)
+    (host_vars / "dc1-artemis.yml").write_text("---\nmirror_address_filter: orders\n")
+    proc = lab.deploy("--diff")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert 'address-filter="orders"' in proc.stdout  # the diff shows the real change
+    recap = lab.recap(proc.stdout)
+    assert recap["dc2-artemis"]["changed"] == 0, proc.stdout[-6000:]
+    after = {site: lab.pid(site) for site in PORT_OFFSETS}
+    assert after["dc1"] != before["dc1"], "dc1 was not restarted"
+    assert after["dc2"] == before["dc2"], "dc2 was restarted although its configuration did not change"
+    assert _connected(lab.connections("dc1")["DC2"].get("connected"))
+
+    dc1 = f"amqp://127.0.0.1:{lab.base + 616}"
+    _send(dc1, "Unfiltered", "stays on dc1")
+    _send(dc1, "orders", "crosses")
+    assert _wait(lambda: (lab.queue_count("dc2", "orders", "orders") or 0) >= 1)
+    assert lab.address_exists("dc1", "Unfiltered")  # auto-created by the send
+    assert not lab.address_exists("dc2", "Unfiltered")  # its creation was not mirrored: the new filter is live
