@@ -541,3 +541,418 @@ class ManagedClient(MessagingHandler):
 
     def on_failed(self, err):
         """No further attempt will be made."""
+
+
+# --- canary probe (amqp_probe module, runbook post-gates) --------------------------------------------------------
+
+PROBE_PROPERTY = "ct_probe"      # probe id: the selector and the client-side filter
+CANARY_PROPERTY = "ct_canary"    # canary index
+
+
+def percentiles(values, points=(50, 95, 99)):
+    """Nearest-rank percentiles plus min/max/mean of ``values`` (None when empty). Pure."""
+    vals = sorted(v for v in values if v is not None)
+    result = {"count": len(vals)}
+    if not vals:
+        result.update({"min": None, "max": None, "mean": None})
+        result.update({"p%d" % p: None for p in points})
+        return result
+    for p in points:
+        rank = max(1, int(-(-p * len(vals) // 100)))  # ceil(p/100 * n), at least 1
+        result["p%d" % p] = vals[min(rank, len(vals)) - 1]
+    result.update({"min": vals[0], "max": vals[-1], "mean": sum(vals) / len(vals)})
+    return result
+
+
+class _ProbeSide(ManagedClient):
+    """One side of the probe: the origin (sender, then remover) or the target (browser)."""
+
+    def __init__(self, probe, role, endpoints, options):
+        ManagedClient.__init__(self, endpoints, options, name=role, reconnect=True,
+                               max_failures=len(endpoints), prefetch=200, auto_accept=False,
+                               backoff=(0.05, 2.0, 0.2))
+        self.probe = probe
+        self.role = role
+        self.link = None
+        self.link_ready = False
+
+    def on_ready(self, event):
+        self.probe.side_ready(self, event)
+
+    def on_link_opened(self, event):
+        if event.link.name == getattr(self.link, "name", None):
+            self.link_ready = True
+            self.probe.link_opened(self, event)
+
+    def on_sendable(self, event):
+        self.probe.pump()
+
+    def on_accepted(self, event):
+        self.probe.settled(event, "accepted")
+
+    def on_rejected(self, event):
+        self.probe.settled(event, "rejected")
+
+    def on_released(self, event):
+        self.probe.settled(event, "released")
+
+    def on_message(self, event):
+        self.probe.message(self, event)
+
+    def on_link_failed(self, event, err):
+        self.probe.fail(err)
+
+    def on_lost(self, err):
+        self.link = None
+        self.link_ready = False
+        if not self.probe.finished:
+            self.probe.note_loss(self, err)
+
+    def on_failed(self, err):
+        self.probe.fail(err)
+
+    def on_connection_closed(self, event):
+        self.probe.side_closed(self)
+
+    def on_disconnected(self, event):
+        if self.stopping:
+            self.probe.side_closed(self)
+        else:
+            ManagedClient.on_disconnected(self, event)
+
+
+class CanaryProbe:
+    """Send canaries on the origin, watch them appear on the target by browsing, then consume them on the origin.
+
+    ``run()`` blocks at most ``timeout`` seconds (plus proton shutdown) and returns a result dict; it never raises
+    for AMQP failures, they are in ``result["error"]``. ``timeout`` covers everything: observation ends
+    ``cleanup_reserve`` seconds before it so the canaries can still be removed.
+    """
+
+    def __init__(self, origin, target, address, options, count=5, interval=0.1, timeout=30.0, probe_id=None,
+                 remove=True, verify_removal=False, durable=True, browse_refresh=0.25, selector=True,
+                 origin_options=None, target_options=None):
+        require_proton()
+        self.origin_eps = list(origin)
+        self.target_eps = list(target)
+        self.address = address
+        self.count = int(count)
+        self.interval = float(interval)
+        self.timeout = float(timeout)
+        self.probe_id = probe_id or "probe-%s" % uuid_hex()
+        self.remove = remove
+        self.verify_removal = verify_removal and remove
+        self.durable = durable
+        self.browse_refresh = float(browse_refresh)
+        self.selector = ("%s = '%s'" % (PROBE_PROPERTY, self.probe_id)) if selector else None
+        self.origin = _ProbeSide(self, "origin", self.origin_eps, origin_options or options)
+        self.target = _ProbeSide(self, "target", self.target_eps, target_options or options)
+        self.canaries = []       # dicts: canary_id, index, sent_ts, accepted_ts, seen_ts, outcome, error
+        self.by_id = {}
+        self.phase = "connecting"
+        self.error = None
+        self.finished = False
+        self.removed = 0
+        self.removal_started = None
+        self.removal_seconds = None
+        self.removal_verified = None
+        self.container = None
+        self.started = None
+        self.last_seen_m = None
+        self.browse_opened_m = None
+        self.notes = []
+        self._next_send = 0
+        self._first_send_m = None
+        self._visible_on_target = False
+        self._links = 0
+        self._open_sides = []
+
+    # public ---------------------------------------------------------------------------------------------------
+    def run(self):
+        from proton.reactor import Container
+
+        self.container = Container(self)
+        self.container.container_id = "continuity-probe-%s" % self.probe_id
+        self.started = time.time()
+        self.container.run()
+        return self.result()
+
+    def result(self):
+        lat = [c["latency_seconds"] for c in self.canaries if c["outcome"] == "seen"]
+        seen = sum(1 for c in self.canaries if c["outcome"] == "seen")
+        return {
+            "probe_id": self.probe_id, "address": self.address,
+            "origin_site": self.origin_eps[0].site, "target_site": self.target_eps[0].site,
+            "origin_url": self.origin.endpoint.url if self.origin.endpoint else None,
+            "target_url": self.target.endpoint.url if self.target.endpoint else None,
+            "sent": sum(1 for c in self.canaries if c["sent_ts"] is not None),
+            "accepted": sum(1 for c in self.canaries if c["accepted_ts"] is not None),
+            "seen": seen, "removed": self.removed, "removal_seconds": self.removal_seconds,
+            "removal_verified": self.removal_verified, "canaries": [dict(c) for c in self.canaries],
+            "latency": percentiles(lat), "phase": self.phase,
+            "error": self.error.to_dict() if self.error else None,
+            "ok": self.error is None and seen == self.count and (not self.remove or self.removed == seen),
+            "elapsed": round(time.time() - self.started, 3) if self.started else None, "notes": list(self.notes),
+        }
+
+    # container events (the probe is the container's handler) ---------------------------------------------------
+    def on_reactor_init(self, event):
+        # Hard deadline first: whatever happens, run() returns within the timeout.
+        schedule(self.container, self.timeout, self._deadline)
+        reserve = min(2.0, self.timeout * 0.2) if self.remove else 0.0
+        schedule(self.container, max(0.1, self.timeout - reserve), self._observe_deadline)
+        self.target.start(self.container)
+        self.origin.start(self.container)
+        self._tick()
+
+    def _tick(self):
+        if self.finished:
+            return
+        now_m = time.monotonic()
+        # Browsers that do not follow new messages would miss canaries sent after they opened: re-open the
+        # browser when nothing new arrived for browse_refresh seconds while canaries are still missing.
+        if self.phase in ("sending", "observing") and self.target.link_ready and self.browse_opened_m is not None:
+            quiet_since = max(self.browse_opened_m, self.last_seen_m or 0)
+            if now_m - quiet_since >= self.browse_refresh and self._missing():
+                self._open_browser()
+        if self.phase == "verifying" and self.browse_opened_m is not None and \
+                now_m - self.browse_opened_m >= max(self.browse_refresh, 0.2):
+            if self._visible_on_target:
+                self._visible_on_target = False
+                self._open_browser()
+            else:
+                self.removal_verified = True
+                self.removal_seconds = round(time.time() - self.removal_started, 6)
+                self._finish()
+                return
+        schedule(self.container, 0.02, self._tick)
+
+    # sides ------------------------------------------------------------------------------------------------------
+    def side_ready(self, side, event):
+        if side is self.target:
+            self._open_browser()
+        elif self.phase in ("connecting", "sending", "observing"):
+            side.link = event.container.create_sender(side.connection, self.address, name=self._link_name("send"))
+        elif self.phase == "removing":
+            self._open_remover()
+
+    def _open_browser(self):
+        t = self.target
+        if t.connection is None:
+            return
+        if t.link is not None:
+            t.link.close()
+        t.link_ready = False
+        t.link = self.container.create_receiver(t.connection, self.address, name=self._link_name("browse"),
+                                                options=browse_options(self.selector))
+        self.browse_opened_m = time.monotonic()
+
+    def _open_remover(self):
+        o = self.origin
+        if o.connection is None:
+            return
+        if o.link is not None:
+            o.link.close()
+        o.link_ready = False
+        o.link = self.container.create_receiver(o.connection, self.address, name=self._link_name("remove"),
+                                                options=consume_options(self.selector))
+
+    def _link_name(self, what):
+        # AMQP link names must be unique per connection; the browser is re-opened under a new name each time
+        self._links += 1
+        return "%s-%s-%d" % (self.probe_id, what, self._links)
+
+    def link_opened(self, side, event):
+        if self.phase == "connecting" and self.origin.link_ready and self.target.link_ready:
+            self.phase = "sending"
+            self.pump()
+
+    def pump(self):
+        """Send the next canary when it is due (canaries are spaced by ``interval``)."""
+        if self.phase != "sending" or self.origin.link is None or not self.origin.link_ready:
+            return
+        link = self.origin.link
+        while self._next_send < self.count and link.credit > 0:
+            idx = self._next_send
+            due = self._first_send_m + idx * self.interval if idx else None
+            if idx and time.monotonic() < due:
+                schedule(self.container, due - time.monotonic(), self.pump)
+                return
+            if idx == 0:
+                self._first_send_m = time.monotonic()
+            self._send(link, idx)
+            self._next_send += 1
+        if self._next_send >= self.count:
+            self.phase = "observing"
+            self._check_done()
+
+    def _send(self, link, idx):
+        canary_id = "%s-%d" % (self.probe_id, idx)
+        now = time.time()
+        msg = make_message("continuity canary %d" % idx, canary_id, durable=self.durable, creation_time=now,
+                           properties={PROBE_PROPERTY: self.probe_id, CANARY_PROPERTY: idx, "ct_sent_ts": now})
+        entry = {"canary_id": canary_id, "index": idx, "sent_ts": now, "accepted_ts": None, "seen_ts": None,
+                 "latency_seconds": None, "outcome": None, "error": None}
+        self.canaries.append(entry)
+        self.by_id[canary_id] = entry
+        dlv = link.send(msg)
+        dlv._ct_canary = canary_id
+
+    def settled(self, event, outcome):
+        cid = getattr(event.delivery, "_ct_canary", None)
+        entry = self.by_id.get(cid)
+        if entry is None:
+            return
+        if outcome == "accepted":
+            entry["accepted_ts"] = time.time()
+        else:
+            entry["outcome"] = "error"
+            entry["error"] = "origin broker %s the canary" % outcome
+            self.fail(AmqpError(PROTOCOL, "%s: the origin broker %s canary %s" % (
+                self.origin.endpoint.site, outcome, cid)))
+
+    def message(self, side, event):
+        now = time.time()
+        msg = event.message
+        props = msg.properties or {}
+        ours = props.get(PROBE_PROPERTY) == self.probe_id
+        if side is self.target:
+            event.delivery.settle()  # browsed copies are not acknowledged
+            if not ours:
+                return
+            entry = self.by_id.get(str(msg.id))
+            if self.phase == "verifying":
+                self._visible_on_target = True
+                return
+            if entry is not None and entry["seen_ts"] is None:
+                entry["seen_ts"] = now
+                entry["latency_seconds"] = round(max(0.0, now - entry["sent_ts"]), 6)
+                entry["outcome"] = "seen"
+                self.last_seen_m = time.monotonic()
+                self._check_done()
+            return
+        # origin: removal
+        if ours:
+            side.accept(event.delivery)
+            self.removed += 1
+            if self.removed >= sum(1 for c in self.canaries if c["accepted_ts"] is not None):
+                self._removal_done()
+        else:
+            # a selector-less broker handed us someone else's message: give it back untouched
+            side.release(event.delivery, delivered=False)
+
+    def _missing(self):
+        return [c for c in self.canaries if c["seen_ts"] is None and c["outcome"] != "error"]
+
+    def _check_done(self):
+        if self.phase == "observing" and not self._missing() and len(self.canaries) == self.count:
+            self._start_removal()
+
+    def _start_removal(self):
+        if not self.remove:
+            self._finish()
+            return
+        self.phase = "removing"
+        self.removal_started = time.time()
+        if not any(c["accepted_ts"] for c in self.canaries):
+            self._finish()
+            return
+        if self.target.link is not None:
+            self.target.link.close()
+            self.target.link = None
+        self._open_remover()
+
+    def _removal_done(self):
+        if self.verify_removal and self.error is None and self.target.connection is not None:
+            self.phase = "verifying"
+            self._visible_on_target = False
+            self._open_browser()
+            return
+        self._finish()
+
+    # failures and deadlines -------------------------------------------------------------------------------------
+    def note_loss(self, side, err):
+        self.notes.append("%s: %s" % (side.role, err.message))
+
+    def fail(self, err):
+        if self.error is None:
+            self.error = err
+        if self.phase in ("connecting",):
+            self._finish()  # nothing was sent: nothing to clean up
+        elif self.phase in ("sending", "observing"):
+            for c in self._missing():
+                c["outcome"] = "error"
+                c["error"] = err.message
+            if self.origin.connection is not None:
+                self._start_removal()
+            else:
+                self._finish()
+        elif self.phase in ("removing", "verifying"):
+            self._finish()
+
+    def _observe_deadline(self):
+        if self.finished or self.phase not in ("connecting", "sending", "observing"):
+            return
+        if self.phase == "connecting":
+            side = self.target if not self.target.link_ready else self.origin
+            self.error = AmqpError(TIMEOUT, "%s site %s: not connected within %.1fs" % (
+                side.role, side.cycle.endpoints[0].site, self.timeout), site=side.cycle.endpoints[0].site)
+            self._finish()
+            return
+        missing = self._missing()
+        for c in missing:
+            c["outcome"] = "timeout"
+        not_sent = self.count - len(self.canaries)
+        if missing or not_sent:
+            self.error = AmqpError(TIMEOUT, "%d of %d canaries not seen on %s within %.1fs%s (mirror link cut, "
+                                            "lagging, or the address is not mirrored)" % (
+                                                len(missing) + not_sent, self.count, self.target_eps[0].site,
+                                                self.timeout, "; %d never sent" % not_sent if not_sent else ""),
+                                   site=self.target_eps[0].site)
+        if self.origin.connection is not None:
+            self._start_removal()
+        else:
+            self._finish()
+
+    def _deadline(self):
+        if self.finished:
+            return
+        if self.phase == "removing":
+            self.notes.append("removed %d canaries before the timeout; the rest stay on %s" % (
+                self.removed, self.origin_eps[0].site))
+            if self.error is None:
+                self.error = AmqpError(TIMEOUT, "canaries not removed from %s within %.1fs" % (
+                    self.origin_eps[0].site, self.timeout))
+        elif self.phase == "verifying":
+            self.removal_verified = False
+            self.notes.append("canary removal not yet mirrored to %s at the timeout" % self.target_eps[0].site)
+        self._finish()
+
+    def _finish(self):
+        if self.finished:
+            return
+        self.finished = True
+        for c in self.canaries:
+            if c["outcome"] is None:
+                c["outcome"] = "timeout"
+        # Close gracefully so the removal acks reach the broker before the close frame, then stop the container
+        # once both sides are closed (or after a short grace: a cut connection never answers the close).
+        self._open_sides = [s for s in (self.origin, self.target) if s.connection is not None]
+        for side in (self.origin, self.target):
+            side.stop()
+        if not self._open_sides:
+            self.container.stop()
+        else:
+            schedule(self.container, 1.0, self.container.stop)
+
+    def side_closed(self, side):
+        if self.finished and side in self._open_sides:
+            self._open_sides.remove(side)
+            if not self._open_sides:
+                self.container.stop()
+
+
+def uuid_hex():
+    import uuid
+
+    return uuid.uuid4().hex[:12]

@@ -254,7 +254,7 @@ class MiniBroker(MessagingHandler):
             link._mini = (site, address, _selector_of(link))
             link._mini_id = next(self._ids)  # wrapper objects are not identical across events: compare ids
             link._browse_seen = set()
-            browse = link.remote_source.distribution_mode == 2  # COPY
+            browse = link.remote_source.distribution_mode == Terminus.DIST_MODE_COPY
             link.source.distribution_mode = link.remote_source.distribution_mode
             link._browse = browse
             (site.browsers if browse else site.consumers)[address].append(link)
