@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from artemis_lab import reload as reload_mod
 from artemis_lab import versions
 from artemis_lab.errors import IllegalArgument, LabArtemisError
 from artemis_lab.jolokia.objectname import ObjectName, build, quote
@@ -26,6 +27,7 @@ IMPL = "org.apache.activemq.artemis.core.management.impl."
 NETTY_ACCEPTOR = "org.apache.activemq.artemis.core.remoting.impl.netty.NettyAcceptorFactory"
 STR, INT, LONG, BOOL, STRS = "java.lang.String", "int", "long", "boolean", "[Ljava.lang.String;"
 MAP, OBJS = "java.util.Map", "[Ljava.lang.Object;"
+SNF_PREFIX = "$ACTIVEMQ_ARTEMIS_MIRROR_"
 
 HA_POLICY_NAMES = {
     "PRIMARY_ONLY": "Primary Only",
@@ -184,8 +186,8 @@ class ManagementModel:
             if component == "addresses" and keys == {"broker", "component", "address", "subcomponent",
                                                      "routing-type", "queue"} and name.get("subcomponent") == "queues":
                 queue = name.get("queue") or ""
-                if queue not in self.broker.broker_info()["queue_names"]:
-                    return None
+                if queue.startswith(SNF_PREFIX) and not versions.has_snf_queue_mbean(self.version):
+                    return None  # no SNF queue MBean before 2.32
                 qinfo = self.broker.queue_info(queue)
                 if qinfo["address"] != name.get("address") or qinfo["routing_type"].lower() != name.get(
                     "routing-type"
@@ -381,6 +383,8 @@ class ManagementModel:
                                        ("removeConsumers", BOOL, "Remove consumers of this queue"),
                                        ("forceAutoDeleteAddress", BOOL, "Remove address if auto-created")], "void",
                       "Destroy a queue", lambda n, r, _f: b.destroy_queue(n, bool(r))),
+            Operation("reloadConfigurationFile", [], "void", "forces the broker to reload its configuration file",
+                      lambda: reload_mod.reload_configuration(b) and None),
             Operation("closeConnectionsForUser", [("userName", STR, "a user name")], BOOL,
                       "Closes all the connections for the given user", b.close_connections_for_user),
             Operation("listConnectionsAsJSON", [], STR, "List all the connections as a JSON string",
