@@ -1,0 +1,271 @@
+"""The agent's pure sampling logic: site snapshots in, one :class:`Cycle` (everything the metrics, the evidence
+and last-known.json show) out. No I/O here; the lag/RPO/RTO arithmetic is the shared one
+(``site_state.assess_mirrors`` -> ``lag.assess``), this module only keeps the state across cycles that a
+single call cannot know (previous snapshot for rates, when a mirror went down, the last known values of a site
+that stopped answering) and applies the role, passive-consumer and SLA rules.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role, site_state
+from continuity_agent.config import AgentConfig, SlaSettings
+
+#: SLA target -> the direction field it is checked against.
+SLA_FIELDS = {"rpo_seconds": "rpo_seconds_est", "rpo_messages": "rpo_messages_est",
+              "rto_seconds": "rto_seconds_est", "lag_seconds": "lag_seconds", "pending_acks": "pending_acks"}
+#: Targets whose value can only be measured on a reachable source (a lost site has no drain and no lag).
+LIVE_ONLY_TARGETS = ("rto_seconds", "lag_seconds", "pending_acks")
+UNKNOWN_ROLE = "unknown"
+
+
+@dataclass
+class SiteView:
+    site: str
+    peer: str
+    reachable: bool
+    ts: float
+    error: str | None = None
+    role: str = UNKNOWN_ROLE
+    version: str | None = None
+    broker: str | None = None
+    pending_mirror_acks: int | None = None
+    client_consumers: int | None = None
+    consumers_by_queue: dict[str, int] = field(default_factory=dict)
+    consumers_on_passive: bool | None = None
+    last_success_ts: float | None = None
+    scrape_seconds: float | None = None
+    queue_count: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DirectionView:
+    """One mirror connection from ``site`` to ``peer`` (events captured on ``site`` for ``peer``)."""
+
+    site: str
+    peer: str
+    connection: str
+    ts: float                       # when the values were sampled (older than the cycle when stale)
+    stale: bool = False             # the source site is unreachable: values are its last known ones
+    started: bool | None = None
+    connected: bool | None = None
+    backlog: int | None = None
+    pending_acks: int | None = None
+    add_rate: float | None = None
+    drain_rate: float | None = None
+    lag_seconds: float | None = None
+    lag_unbounded: bool = False     # backlog > 0 and not draining: lag is infinite, not unknown
+    rpo_events_est: int | None = None
+    rpo_messages_est: float | None = None
+    rpo_seconds_est: float | None = None
+    rpo_basis: str | None = None
+    rto_seconds_est: float | None = None
+    rto_basis: str | None = None
+    queue_diff_count: int | None = None
+    queue_diffs: list[dict] = field(default_factory=list)
+    disconnected_seconds: float | None = None
+    sla_breach: dict[str, bool] = field(default_factory=dict)
+    lag_sample: dict = field(default_factory=dict)
+
+
+@dataclass
+class Cycle:
+    ts: float
+    sites: dict[str, SiteView]
+    directions: list[DirectionView]
+    overhead_seconds: float
+    overhead_source: str
+
+
+def site_role_of(snapshot: dict, client_acceptors: tuple[str, ...]) -> tuple[str, str | None]:
+    """Role via ``site_role.derive_role`` from the client acceptors' ``Started``; (role, note)."""
+    if not snapshot.get("reachable", True):
+        return site_role.UNREACHABLE, None
+    if not client_acceptors:
+        return UNKNOWN_ROLE, "role unknown: no client_acceptors configured for this site"
+    started = {name: bool(a.get("started")) for name, a in (snapshot.get("acceptors") or {}).items()
+               if a.get("started") is not None}
+    try:
+        return site_role.derive_role(started, list(client_acceptors)), None
+    except ValueError as exc:
+        return UNKNOWN_ROLE, f"role unknown: {exc}"
+
+
+def sla_breaches(values: dict[str, Any], sla: SlaSettings, stale: bool = False) -> dict[str, bool]:
+    """Target -> breached, for every configured target that can be judged.
+
+    A value above its target breaches. An unknown value breaches when the backlog is not empty (an unbounded
+    lag or an RPO that cannot be bounded is not within any SLA) and is not judged when the backlog is empty or
+    unknown too. On a stale (unreachable) source only the RPO targets are judged: lag, RTO and pending acks
+    describe a live mirror.
+    """
+    out: dict[str, bool] = {}
+    backlog = values.get("backlog")
+    for target, limit in sla.targets().items():
+        if stale and target in LIVE_ONLY_TARGETS:
+            continue
+        value = values.get(SLA_FIELDS[target])
+        if value is None:
+            if target == "pending_acks":
+                continue  # PendingMirrorAcks needs Artemis 2.40+: unknown is not a breach
+            if backlog:
+                out[target] = True
+            continue
+        out[target] = value > limit
+    return out
+
+
+class Sampler:
+    """Keeps the cross-cycle state; :meth:`step` is called once per cycle with the snapshots of every site."""
+
+    def __init__(self, cfg: AgentConfig):
+        self.cfg = cfg
+        self.previous: dict[str, dict] = {}                     # last reachable snapshot per site
+        self.last_success: dict[str, float] = {}
+        self.disconnected_since: dict[tuple[str, str], float] = {}
+        self.last_directions: dict[tuple[str, str], DirectionView] = {}
+
+    # ---- per site
+    def _site_view(self, name: str, snap: dict) -> SiteView:
+        settings = self.cfg.sites[name]
+        view = SiteView(site=name, peer=settings.peer, reachable=bool(snap.get("reachable", True)),
+                        ts=float(snap.get("ts") or 0.0), error=snap.get("error"), broker=snap.get("broker"),
+                        version=snap.get("version"), scrape_seconds=snap.get("elapsed"),
+                        notes=list(snap.get("notes") or []))
+        role, note = site_role_of(snap, settings.client_acceptors)
+        view.role = role
+        if note:
+            view.notes.append(note)
+        if view.reachable:
+            self.last_success[name] = view.ts
+            view.pending_mirror_acks = snap.get("pending_mirror_acks")
+            view.consumers_by_queue = site_state.consumers_on(snap)
+            view.client_consumers = sum(view.consumers_by_queue.values())
+            view.queue_count = len(snap.get("queues") or {})
+            if role == site_role.PASSIVE:
+                view.consumers_on_passive = view.client_consumers > 0
+            elif role in (site_role.ACTIVE, site_role.MIXED):
+                view.consumers_on_passive = False
+        view.last_success_ts = self.last_success.get(name)
+        return view
+
+    # ---- per direction
+    def _disconnected_for(self, site: str, snap: dict, now: float) -> dict[str, float | None]:
+        """Seconds each connection of ``site`` has been seen disconnected (None = connected or unknown)."""
+        out: dict[str, float | None] = {}
+        for name, conn in (snap.get("connections") or {}).items():
+            key = (site, name)
+            if conn.get("connected") is False:
+                since = self.disconnected_since.setdefault(key, float(snap.get("ts") or now))
+                out[name] = max(0.0, float(snap.get("ts") or now) - since)
+            else:
+                self.disconnected_since.pop(key, None)
+                out[name] = None
+        return out
+
+    def _passive_consumers(self, peer_view: SiteView | None, assessed: int | None) -> int | None:
+        """Consumers on the peer when the peer is the passive side of this direction (see docs/agent.md)."""
+        if peer_view is None or not peer_view.reachable:
+            return None
+        if peer_view.role == site_role.PASSIVE:
+            return peer_view.client_consumers
+        if peer_view.role == site_role.ACTIVE:
+            return 0
+        if peer_view.role == UNKNOWN_ROLE:
+            return assessed  # no roles configured: every consumer on the peer counts, like mirror_info
+        return None  # mixed: an interrupted switch, neither side is clearly passive
+
+    def _live_directions(self, name: str, snap: dict, peer_snap: dict | None, views: dict[str, SiteView],
+                         now: float, overhead: float) -> list[DirectionView]:
+        settings = self.cfg.sites[name]
+        cmp = self.cfg.comparison
+        disc = self._disconnected_for(name, snap, now)
+        prev = self.previous.get(name)
+        out = []
+        names = site_state.mirror_connections(snap)
+        for conn_name in names:
+            result = site_state.assess_mirrors(
+                snap, previous=prev, peer=peer_snap, connection=conn_name, overhead_seconds=overhead,
+                assumed_drain_rate=self.cfg.rto.assumed_drain_rate, queue_tolerance=cmp.tolerance,
+                exclude_prefixes=cmp.exclude_prefixes, address_filter=cmp.address_filter,
+                disconnected_for=disc.get(conn_name))
+            a = result["connections"][0]
+            peer_view = views.get(settings.peer)
+            passive = self._passive_consumers(peer_view, result["passive_consumers"])
+            queues = snap.get("queues") or {}
+            peer_queues = (peer_snap or {}).get("queues") or {}
+            diffs = []
+            for d in list(a["queue_diffs"])[: cmp.max_reported]:
+                q = queues.get(d["queue"]) or peer_queues.get(d["queue"]) or {}
+                diffs.append(dict(d, address=q.get("address") or d["queue"]))
+            d = DirectionView(
+                site=name, peer=settings.peer, connection=conn_name, ts=float(snap.get("ts") or now),
+                started=a["started"], connected=a["connected"], backlog=a["backlog"], pending_acks=a["pending_acks"],
+                add_rate=a["add_rate"], drain_rate=a["drain_rate"], lag_seconds=a["lag_seconds"],
+                lag_unbounded=bool(a["backlog"]) and a["lag_seconds"] is None and prev is not None,
+                rpo_events_est=a["rpo_events_est"], rpo_messages_est=a["rpo_messages_est"],
+                rpo_seconds_est=a["rpo_seconds_est"], rpo_basis=a["rpo_basis"],
+                rto_seconds_est=a["rto_seconds_est"], rto_basis=a["rto_basis"],
+                queue_diff_count=a["queue_diff_count"], queue_diffs=diffs,
+                disconnected_seconds=disc.get(conn_name))
+            d.sla_breach = sla_breaches(vars(d), self.cfg.sla)
+            sample = dict(a["lag_sample"])
+            sample.update(source="agent", site=name, peer=settings.peer, role=views[name].role,
+                          passive_consumers=passive, queue_diffs=diffs)
+            sample["notes"] = list(sample.get("notes") or [])
+            if d.sla_breach:
+                breached = sorted(t for t, b in d.sla_breach.items() if b)
+                if breached:
+                    sample["notes"].append("SLA breached: " + ", ".join(breached))
+            d.lag_sample = sample
+            self.last_directions[(name, conn_name)] = d
+            out.append(d)
+        return out
+
+    def _stale_directions(self, name: str, now: float) -> list[DirectionView]:
+        """The last known values of an unreachable site's mirrors: they are what a failover would lose."""
+        out = []
+        for (site, _conn), last in sorted(self.last_directions.items()):
+            if site != name:
+                continue
+            d = copy.deepcopy(last)
+            d.stale = True
+            # A mirror whose source broker cannot be read moves nothing; rates, lag and RTO describe a live
+            # mirror and are dropped, the backlog and the RPO estimate are kept as last known.
+            d.connected = None
+            d.add_rate = d.drain_rate = d.lag_seconds = d.rto_seconds_est = None
+            d.lag_unbounded = False
+            d.rto_basis = None
+            d.disconnected_seconds = None
+            d.sla_breach = sla_breaches(vars(d), self.cfg.sla, stale=True)
+            sample = dict(d.lag_sample)
+            sample.update(reachable=False, connected=None, add_rate=None, drain_rate=None, lag_seconds=None,
+                          rto_seconds_est=None, role=site_role.UNREACHABLE, pending_acks=None,
+                          passive_consumers=None, queue_diff_count=None, queue_diffs=[])
+            sample["notes"] = [f"site unreachable; backlog and RPO are the last known values from ts {last.ts:.3f}"]
+            d.lag_sample = sample
+            out.append(d)
+        return out
+
+    def step(self, snapshots: dict[str, dict], now: float, overhead: float = 0.0,
+             overhead_source: str = "config") -> Cycle:
+        views = {name: self._site_view(name, snapshots[name]) for name in self.cfg.sites}
+        directions: list[DirectionView] = []
+        for name, settings in self.cfg.sites.items():
+            snap = snapshots[name]
+            if views[name].reachable:
+                peer_snap = snapshots.get(settings.peer)
+                directions.extend(self._live_directions(name, snap, peer_snap, views, now, overhead))
+            else:
+                directions.extend(self._stale_directions(name, now))
+                for key in [k for k in self.disconnected_since if k[0] == name]:
+                    del self.disconnected_since[key]
+        for name in self.cfg.sites:
+            if views[name].reachable:
+                self.previous[name] = snapshots[name]
+        return Cycle(ts=now, sites=views, directions=directions, overhead_seconds=overhead,
+                     overhead_source=overhead_source)
