@@ -295,6 +295,10 @@ class MiniBroker(MessagingHandler):
             event.link.close()
 
     def on_message(self, event) -> None:
+        if getattr(event.link, "_mini", None) is None:
+            event.delivery.update(Delivery.REJECTED)
+            event.delivery.settle()
+            return
         site, address, _ = event.link._mini
         address = address or event.message.address
         stored = Stored(next(self._ids), event.message)
@@ -324,6 +328,8 @@ class MiniBroker(MessagingHandler):
             fn()
 
     def on_sendable(self, event) -> None:
+        if getattr(event.link, "_mini", None) is None:
+            return  # a link refused with not-found
         site, address, _ = event.link._mini
         self._dispatch(site, address)
 
