@@ -159,6 +159,12 @@ def cmd_run(argv: list[str]) -> int:
             return 1
         logging.getLogger("org.apache.activemq.artemis").info(
             "AMQ241002: Jolokia REST API available at %s", jolokia.url)
+    from artemis_lab.reload import ConfigWatcher
+
+    watcher = None
+    if config.broker.configuration_file_refresh_period > 0:
+        watcher = ConfigWatcher(broker, config.broker.configuration_file_refresh_period)
+        watcher.start()
     LOG.info("AMQ221007: Server is now active")
     LOG.info("AMQ221001: lab broker emulating Artemis %s [%s, nodeID=%s]", version, broker.name, broker.node_id)
 

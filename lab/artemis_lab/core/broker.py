@@ -24,7 +24,7 @@ from typing import Any
 
 from proton import Collector, Condition, Delivery, Event, Link, Message, Terminus, symbol
 
-from artemis_lab import errors
+from artemis_lab import errors, reload
 from artemis_lab.core import codec, security
 from artemis_lab.core.connection import AmqpSocket
 from artemis_lab.core.journal import Journal
@@ -125,7 +125,8 @@ class Broker:
             self._compact()
             self.journal.open()
             for acc in self.acceptors.values():
-                self._bind(acc)
+                if reload.auto_start(acc.cfg.params):  # autoStart=false: a fenced site stays fenced
+                    self._bind(acc)
             self._started_at = time.time()
             self.started = True
             self._thread = threading.Thread(target=self._run, name=f"lab-broker-{self.name}", daemon=True)
@@ -1289,6 +1290,36 @@ class Broker:
             acc = self._acceptor(name)
             self._unbind(acc)
             self._api_done()
+
+    def update_acceptors(self, configs: list[Any]) -> dict[str, list[str]]:
+        """Apply reloaded acceptor configurations as Artemis 2.43+ does (RemotingServiceImpl.updateAcceptors):
+        new or changed acceptors are (re)created and started only with autoStart, removed ones are stopped,
+        unchanged ones are left alone (their clients stay connected)."""
+        wanted = {c.name: c for c in configs}
+        out: dict[str, list[str]] = {"created": [], "recreated": [], "removed": [], "started": []}
+        with self._lock:
+            for name, acc in list(self.acceptors.items()):
+                if name not in wanted:
+                    self._unbind(acc)
+                    del self.acceptors[name]
+                    out["removed"].append(name)
+            for name, cfg in wanted.items():
+                old = self.acceptors.get(name)
+                if old is not None and old.cfg == cfg:
+                    continue
+                if old is not None:
+                    self._unbind(old)
+                    out["recreated"].append(name)
+                else:
+                    out["created"].append(name)
+                acc = _Acceptor(cfg)
+                self.acceptors[name] = acc
+                if self.started and reload.auto_start(cfg.params):
+                    self._bind(acc)
+                    out["started"].append(name)
+            self._api_done()
+        self.loop.wake()
+        return out
 
     def broker_connections(self) -> list[dict[str, Any]]:
         with self._lock:
