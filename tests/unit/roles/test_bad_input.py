@@ -1,0 +1,181 @@
+"""Bad input fails before anything changes, with a message naming the variable.
+
+Two layers: the roles' meta/argument_specs.yml through Ansible's own ArgumentSpecValidator (what the implicit
+role argument validation runs), and real `ansible-playbook` runs of playbooks/deploy.yml on a throw-away local
+inventory, checking the failure message and that no install/instance directory appeared.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from .render import ROLES, ROOT, SCHEMA_ROOT
+
+
+def _spec(role):
+    options = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][
+        "options"
+    ]
+
+    def clean(opts):  # documentation keys are not part of a module argument spec
+        out = {}
+        for name, o in opts.items():
+            o = {k: v for k, v in o.items() if k not in ("description",)}
+            if "options" in o:
+                o["options"] = clean(o["options"])
+            out[name] = o
+        return out
+
+    return clean(options)
+
+
+def _validate(role, params):
+    return ArgumentSpecValidator(_spec(role)).validate(params)
+
+
+GOOD_BROKER = {"broker_admin_password": "x"}
+
+
+def test_good_broker_input_passes_the_spec():
+    result = _validate("broker", dict(GOOD_BROKER, broker_acceptors=[{"name": "a", "port": 1, "protocols": ["AMQP"]}]))
+    assert not result.error_messages
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"broker_acceptors": [{"name": "a", "port": "sixty"}]}, "broker_acceptors"),
+        ({"broker_acceptors": [{"name": "a", "port": 1, "protocols": ["AMQPS"]}]}, "protocols"),
+        ({"broker_service_mode": "docker"}, "broker_service_mode"),
+        ({"broker_ha_policy": {"type": "live-only"}}, "broker_ha_policy"),
+        ({"broker_journal": {"type": "FAST"}}, "broker_journal"),
+        ({"broker_connections": [{"name": "X", "uri": "tcp://a:1", "mirror": {"sink": True}}]}, "sink"),
+        (
+            {"broker_connections": [{"name": "X", "uri": "tcp://a:1", "reconnect_attempts": "forever"}]},
+            "reconnect_attempts",
+        ),
+        ({"broker_users": [{"name": "u", "password": "p"}]}, "roles"),
+        ({"broker_admin_password": None}, "broker_admin_password"),
+    ],
+)
+def test_broker_spec_rejects_and_names_the_variable(params, needle):
+    merged = dict(GOOD_BROKER)
+    merged.update(params)
+    if merged.get("broker_admin_password") is None:
+        merged.pop("broker_admin_password")
+    errors = _validate("broker", merged).error_messages
+    assert errors and any(needle in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"mirror_sync": "sometimes"}, "mirror_sync"),
+        ({"mirror_uri_scheme": "http"}, "mirror_uri_scheme"),
+        ({"mirror_retry_interval": "1s"}, "mirror_retry_interval"),
+    ],
+)
+def test_mirror_spec_rejects_and_names_the_variable(params, needle):
+    errors = _validate("mirror", dict({"mirror_password": "p"}, **params)).error_messages
+    assert errors and any(needle in e for e in errors), errors
+
+
+# --------------------------------------------------------------------------------------------------------
+# real playbook runs: the failure happens before any host change
+# --------------------------------------------------------------------------------------------------------
+SCHEMA_244 = SCHEMA_ROOT / "2.44.0"
+needs_schema = pytest.mark.skipif(not SCHEMA_244.is_dir(), reason=f"no Artemis schema at {SCHEMA_244}")
+
+
+def _inventory(tmp_path: Path, site_vars: dict) -> Path:
+    archive = tmp_path / "apache-artemis-2.44.0-bin.tar.gz"
+    archive.write_bytes(b"")  # never unpacked: validation must fail first (or broker_validate_only stops)
+    common = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
+        "broker_archive_file": str(archive),
+        "broker_schema_dir": str(SCHEMA_244),
+        "broker_install_dir": str(tmp_path / "opt"),
+        "broker_instance_dir": str(tmp_path / "instances" / "{{ inventory_hostname }}"),
+        "broker_admin_password": "admin-secret",
+        "mirror_password": "mirror-secret",
+        "mirror_advertised_host": "127.0.0.1",
+    }
+    common.update(site_vars)
+    inv = {
+        "all": {
+            "children": {
+                "artemis": {
+                    "vars": common,
+                    "children": {
+                        "dc1": {"hosts": {"dc1-a": {"broker_port_offset": 0}}},
+                        "dc2": {"hosts": {"dc2-a": {"broker_port_offset": 100}}},
+                    },
+                }
+            }
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def _play(tmp_path, site_vars, *extra):
+    inv = _inventory(tmp_path, site_vars)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "ansible-playbook"),
+            "-i",
+            str(inv),
+            str(ROOT / "playbooks" / "deploy.yml"),
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc, proc.stdout + proc.stderr
+
+
+def _untouched(tmp_path):
+    return not (tmp_path / "opt").exists() and not (tmp_path / "instances").exists()
+
+
+@needs_schema
+def test_good_inventory_validates_without_touching_the_host(tmp_path):
+    proc, out = _play(tmp_path, {"broker_validate_only": True})
+    assert proc.returncode == 0, out[-4000:]
+    assert _untouched(tmp_path)
+
+
+@needs_schema
+@pytest.mark.parametrize(
+    ("site_vars", "needle"),
+    [
+        ({"broker_service_mode": "docker"}, "broker_service_mode"),
+        (
+            {"broker_mirror_acceptor": {"enabled": True, "port": 61616}},
+            "broker_mirror_acceptor.port: port 61616 is already used by broker_acceptors[0]",
+        ),
+        ({"mirror_peer_site": "dc9"}, 'mirror_peer_site: the peer site "dc9"'),
+        ({"mirror_reconnect_attempts": 0}, "mirror_reconnect_attempts: must be -1 (forever) or > 0"),
+        (
+            {"mirror_address_filter": "orders.*"},
+            "broker_connections[0].mirror.address_filter: 'orders.*' uses a wildcard",
+        ),
+    ],
+)
+def test_bad_inventory_fails_before_any_change(tmp_path, site_vars, needle):
+    proc, out = _play(tmp_path, site_vars)
+    assert proc.returncode != 0
+    assert needle in out.replace("\n", " ").replace("  ", " ") or needle in out, out[-4000:]
+    assert _untouched(tmp_path)
