@@ -26,17 +26,17 @@ import time
 import traceback
 
 try:
-    from proton import Message, SSL, SSLDomain
+    from proton import Message, SSL, SSLDomain, symbol
     from proton.handlers import MessagingHandler
-    from proton.reactor import Copy, Selector
+    from proton.reactor import Copy, LinkOption, Selector
 
     HAS_PROTON = True
     PROTON_IMPORT_ERROR = None
 except ImportError:  # the module reports it with missing_required_lib
     HAS_PROTON = False
     PROTON_IMPORT_ERROR = traceback.format_exc()
-    MessagingHandler = object
-    Message = SSL = SSLDomain = Copy = Selector = None
+    MessagingHandler = LinkOption = object
+    Message = SSL = SSLDomain = Copy = Selector = symbol = None
 
 DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 _ENDPOINT_RE = re.compile(r"^(?:(?P<site>[A-Za-z0-9][A-Za-z0-9._-]*)=)?(?P<url>.+)$")
@@ -331,11 +331,26 @@ def payload(size, seed=""):
     return (base + filler)[:size]
 
 
+class Anycast(LinkOption):
+    """Ask for ANYCAST (point-to-point) semantics with the ``queue`` terminus capability, as the JMS client does for
+    a queue. Without it Artemis auto-creates a missing address with the default routing type (MULTICAST for AMQP):
+    every receiver would get a subscription of its own and see every message."""
+
+    def apply(self, link):
+        term = link.target if link.is_sender else link.source
+        term.capabilities.put_object(symbol("queue"))
+
+
+def sender_options():
+    require_proton()
+    return [Anycast()]
+
+
 def browse_options(selector=None):
     """Receiver options that browse (distribution-mode copy) instead of consuming, with an optional JMS
     selector so the broker only sends matching messages."""
     require_proton()
-    opts = [Copy()]
+    opts = [Anycast(), Copy()]
     if selector:
         opts.append(Selector(selector))
     return opts
@@ -343,7 +358,7 @@ def browse_options(selector=None):
 
 def consume_options(selector=None):
     require_proton()
-    return [Selector(selector)] if selector else []
+    return [Anycast()] + ([Selector(selector)] if selector else [])
 
 
 # --- a connection that fails over between URLs ------------------------------------------------------------------
@@ -630,7 +645,7 @@ class CanaryProbe:
     """
 
     def __init__(self, origin, target, address, options, count=5, interval=0.1, timeout=30.0, probe_id=None,
-                 remove=True, verify_removal=False, durable=True, browse_refresh=0.25, selector=True,
+                 remove=True, verify_removal=False, durable=True, browse_refresh=0.05, selector=True,
                  origin_options=None, target_options=None):
         require_proton()
         self.origin_eps = list(origin)
@@ -709,8 +724,9 @@ class CanaryProbe:
         if self.finished:
             return
         now_m = time.monotonic()
-        # Browsers that do not follow new messages would miss canaries sent after they opened: re-open the
-        # browser when nothing new arrived for browse_refresh seconds while canaries are still missing.
+        # A browser may take a snapshot of the queue (the lab broker's do) and never show canaries sent after it
+        # opened: re-open it when nothing new arrived for browse_refresh seconds while a SENT canary is unseen.
+        # The selector keeps each browse down to our own canaries; the refresh bounds the latency resolution.
         if self.phase in ("sending", "observing") and self.target.link_ready and self.browse_opened_m is not None:
             quiet_since = max(self.browse_opened_m, self.last_seen_m or 0)
             if now_m - quiet_since >= self.browse_refresh and self._missing():
@@ -732,7 +748,8 @@ class CanaryProbe:
         if side is self.target:
             self._open_browser()
         elif self.phase in ("connecting", "sending", "observing"):
-            side.link = event.container.create_sender(side.connection, self.address, name=self._link_name("send"))
+            side.link = event.container.create_sender(side.connection, self.address, name=self._link_name("send"),
+                                                      options=sender_options())
         elif self.phase == "removing":
             self._open_remover()
 

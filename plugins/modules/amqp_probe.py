@@ -107,10 +107,11 @@ options:
     default: false
   browse_refresh:
     description:
-      - Re-open the target browser after this many quiet seconds while canaries are missing (for brokers whose
-        browsers do not follow new messages); bounds the latency resolution in that case.
+      - Re-open the target browser after this many quiet seconds while a sent canary is unseen (for brokers whose
+        browsers show a snapshot of the queue and do not follow new messages, as the lab broker's). It bounds
+        the latency resolution in that case.
     type: float
-    default: 0.25
+    default: 0.05
   fail_on_timeout:
     description:
       - Fail when a canary is not seen in time. With V(false) the module returns C(ok=false) instead.
@@ -250,7 +251,7 @@ def argument_spec():
         durable=dict(type='bool', default=True),
         remove=dict(type='bool', default=True),
         verify_removal=dict(type='bool', default=False),
-        browse_refresh=dict(type='float', default=0.25),
+        browse_refresh=dict(type='float', default=0.05),
         fail_on_timeout=dict(type='bool', default=True),
         evidence_file=dict(type='path'),
         run_id=dict(type='str'),

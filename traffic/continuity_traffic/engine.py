@@ -111,7 +111,7 @@ class Producer(amqp.ManagedClient):
 
     # connection ---------------------------------------------------------------------------------------------
     def on_ready(self, event) -> None:
-        self.sender = event.container.create_sender(self.connection, self.address)
+        self.sender = event.container.create_sender(self.connection, self.address, options=amqp.sender_options())
         self.engine.connected(self.name, self.endpoint.site)
 
     def on_link_opened(self, event) -> None:
@@ -236,7 +236,8 @@ class Consumer(amqp.ManagedClient):
             ledger="received", writer=name)
 
     def on_ready(self, event) -> None:
-        self.receiver = event.container.create_receiver(self.connection, self.address)
+        self.receiver = event.container.create_receiver(self.connection, self.address,
+                                                        options=amqp.consume_options())
         self.engine.connected(self.name, self.endpoint.site)
         if self.cfg.ack_mode == "transacted":
             self.txn = None
