@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""One-line renderings of runbook results for operators reading a job log."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+
+def _num(value, fmt="%.2f"):
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return fmt % value
+    return str(value)
+
+
+def status_line(direction):
+    """`dc1 -> dc2 [DC2]: connected, backlog 0 events, lag 0.00 s, pending acks 0, 0 queue diffs, RPO ~0.00 s`."""
+    d = direction or {}
+    head = "%s -> %s" % (d.get("site"), d.get("peer"))
+    if not d.get("reachable", True):
+        return "%s: UNREACHABLE (%s)" % (head, d.get("error"))
+    state = "connected" if d.get("connected") else ("stopped" if d.get("started") is False else "NOT CONNECTED")
+    line = "%s [%s]: %s, backlog %s events, lag %s s, pending acks %s, %s queue diffs, RPO ~%s s / %s msgs" % (
+        head, d.get("connection"), state, _num(d.get("backlog")), _num(d.get("lag_seconds")),
+        _num(d.get("pending_acks")), _num(d.get("queue_diff_count")), _num(d.get("rpo_seconds_est")),
+        _num(d.get("rpo_messages_est"), "%.0f"))
+    if d.get("passive_consumers"):
+        line += ", %s CONSUMERS ON PASSIVE %s" % (d["passive_consumers"], d.get("peer"))
+    return line
+
+
+def check_line(check):
+    """`[ok] lag: lag seconds [...] <= 5` / `[BREACH] ...`."""
+    c = check or {}
+    ok = c.get("ok") in (True, "True", "true")
+    return "[%s] %s: %s" % ("ok" if ok else "BREACH", c.get("name"), c.get("detail"))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"status_line": status_line, "check_line": check_line}
