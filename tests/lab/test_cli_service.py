@@ -94,3 +94,14 @@ def test_schema_violation_refuses_but_element_is_named(lab_home: Path, tmp_path:
         pytest.skip("archive built without the Artemis xsd files")
     rc, log = _broken(lab_home, tmp_path, "<max-disk-usage>", "<no-such-setting>1</no-such-setting><max-disk-usage>")
     assert rc != 0 and "Invalid configuration" in log and "no-such-setting" in log
+
+
+def test_instance_with_separate_etc_directory(lab_home: Path, tmp_path: Path) -> None:
+    etc = tmp_path / "conf"
+    inst = create_instance(lab_home, tmp_path / "sep", extra_args=("--etc", str(etc)))
+    assert (etc / "broker.xml").exists() and not (inst.path / "etc").exists()
+    assert inst.service("start").returncode == 0
+    try:
+        wait_for(lambda: jolokia_up(inst.jolokia), timeout=30)
+    finally:
+        assert inst.service("stop").returncode == 0
