@@ -57,7 +57,7 @@ _QUIET = {
     "page-sync-timeout", "journal-buffer-size", "jmx-management-enabled", "management-address",
     "management-notification-address", "wildcard-addresses", "connectors", "cluster-connections",
     "cluster-user", "cluster-password", "network-check-list", "network-check-period", "network-check-timeout",
-    "network-check-NIC", "network-check-URL-list",
+    "network-check-NIC", "network-check-URL-list", "mask-password", "password-codec",
 }
 
 _ADDRESS_SETTING_FIELDS = {
