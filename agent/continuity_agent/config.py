@@ -71,7 +71,6 @@ class RtoSettings:
     overhead_seconds: float = 0.0
     evidence_dir: str | None = None      # rehearsal evidence (phase records of the swapover runbook)
     summary_file: str | None = None      # pipeline summary.json
-    drain_phase_pattern: str = r"drain|mirror_wait|wait_mirror|sync"
     assumed_drain_rate: float | None = None
 
 
@@ -241,17 +240,10 @@ def parse(data: Any) -> AgentConfig:
     sla = SlaSettings(**{t: _get(sla_raw, t, "sla", "float", None, minimum=0) for t in SLA_TARGETS})
 
     rto_raw = _mapping(data.get("rto"), "rto")
-    _unknown(rto_raw, ("overhead_seconds", "evidence_dir", "summary_file", "drain_phase_pattern",
-                       "assumed_drain_rate"), "rto")
-    pattern = _get(rto_raw, "drain_phase_pattern", "rto", "str", RtoSettings.drain_phase_pattern)
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ConfigError("rto.drain_phase_pattern", f"not a regular expression: {exc}") from None
+    _unknown(rto_raw, ("overhead_seconds", "evidence_dir", "summary_file", "assumed_drain_rate"), "rto")
     rto = RtoSettings(overhead_seconds=_get(rto_raw, "overhead_seconds", "rto", "float", 0.0, minimum=0),
                       evidence_dir=_get(rto_raw, "evidence_dir", "rto", "str", None),
                       summary_file=_get(rto_raw, "summary_file", "rto", "str", None),
-                      drain_phase_pattern=pattern,
                       assumed_drain_rate=_get(rto_raw, "assumed_drain_rate", "rto", "float", None, minimum=0))
 
     cmp_raw = _mapping(data.get("comparison"), "comparison")

@@ -15,7 +15,6 @@ import glob
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ class SwapoverRun:
     run_id: str
     start_ts: float
     end_ts: float
-    drain_seconds: float
+    drain_seconds: float    # backlog / drain rate of the last lag sample before the run (0 without one)
 
     @property
     def duration(self) -> float:
@@ -42,15 +41,36 @@ class SwapoverRun:
         return max(0.0, self.duration - self.drain_seconds)
 
 
-def swapover_runs(records: Iterable[dict], drain_pattern: str) -> list[SwapoverRun]:
+def drain_estimate_before(records: Iterable[dict], ts: float, window: float = 60.0) -> float:
+    """Drain time (backlog / drain rate, summed over connections) from the newest lag samples taken in the
+    ``window`` seconds before ``ts``; 0.0 when there is none or the backlog was empty."""
+    newest: dict[tuple, dict] = {}
+    for rec in records:
+        if rec.get("kind") != "lag_sample" or not rec.get("reachable"):
+            continue
+        rts = rec.get("ts") or 0.0
+        if not ts - window <= rts <= ts:
+            continue
+        key = (rec.get("site"), rec.get("connection"))
+        if key not in newest or newest[key]["ts"] < rts:
+            newest[key] = rec
+    total = 0.0
+    for rec in newest.values():
+        if rec.get("backlog") and rec.get("drain_rate"):
+            total += rec["backlog"] / rec["drain_rate"]
+    return total
+
+
+def swapover_runs(records: Iterable[dict]) -> list[SwapoverRun]:
     """Completed swapovers found in phase records, oldest first.
 
-    A run's duration spans its first phase start to its last phase end; the phases whose name matches
-    ``drain_pattern`` (waiting for the mirror backlog to reach zero) are the drain part, everything else is
-    overhead. Runs with an unfinished phase (``end_ts`` null) or a failed/rolled back phase are skipped: they
-    did not measure a complete switch.
+    A run spans its first phase start to its last phase end. Its overhead is that duration minus the time the
+    backlog it started with needed to drain (estimated from the lag samples just before it): the drain phase of
+    a runbook also waits for stable gate samples, which is overhead even at an empty backlog, so phase names
+    are not used to split the two. Runs with an unfinished phase (``end_ts`` null) or a failed/rolled back
+    phase are skipped: they did not measure a complete switch.
     """
-    rx = re.compile(drain_pattern)
+    records = list(records)
     by_run: dict[str, list[dict]] = {}
     for rec in records:
         if rec.get("kind") == "phase" and rec.get("runbook") == SWAPOVER:
@@ -61,10 +81,24 @@ def swapover_runs(records: Iterable[dict], drain_pattern: str) -> list[SwapoverR
             continue
         start = min(float(p["start_ts"]) for p in phases)
         end = max(float(p["end_ts"]) for p in phases)
-        drain = sum(max(0.0, float(p["end_ts"]) - float(p["start_ts"])) for p in phases
-                    if rx.search(str(p.get("phase") or "")))
+        drain = drain_estimate_before(records, start)
         runs.append(SwapoverRun(run_id, start, end, min(drain, end - start)))
     return sorted(runs, key=lambda r: r.end_ts)
+
+
+def read_records(evidence_dir: str, kinds: tuple = ("phase", "lag_sample"), max_files: int = 500) -> list[dict]:
+    """Records of the given kinds from ``<evidence_dir>/**.jsonl`` (newest files first, at most ``max_files``)."""
+    files = glob.glob(os.path.join(evidence_dir, "**", "*.jsonl"), recursive=True)
+    files.sort(key=lambda p: os.path.getmtime(p), reverse=True)
+    out = []
+    for path in files[:max_files]:
+        try:
+            for _number, rec in evidence.iter_records(path):
+                if rec.get("kind") in kinds:
+                    out.append(rec)
+        except (OSError, ValueError, evidence.EvidenceError) as exc:
+            LOG.warning("skipping unreadable evidence file %s: %s", path, exc)
+    return out
 
 
 def overhead_from_summary(doc: object) -> float | None:
@@ -90,30 +124,14 @@ def overhead_from_summary(doc: object) -> float | None:
     return best[1] if best else None
 
 
-def read_phase_records(evidence_dir: str, max_files: int = 500) -> list[dict]:
-    """Phase records of ``<evidence_dir>/**.jsonl`` (newest files first, at most ``max_files``)."""
-    files = glob.glob(os.path.join(evidence_dir, "**", "*.jsonl"), recursive=True)
-    files.sort(key=lambda p: os.path.getmtime(p), reverse=True)
-    out = []
-    for path in files[:max_files]:
-        try:
-            for _number, rec in evidence.iter_records(path):
-                if rec.get("kind") == "phase":
-                    out.append(rec)
-        except (OSError, ValueError, evidence.EvidenceError) as exc:
-            LOG.warning("skipping unreadable evidence file %s: %s", path, exc)
-    return out
-
-
 class OverheadSource:
     """Current overhead and where it came from; re-reads the files at most every ``refresh`` seconds."""
 
     def __init__(self, fixed: float = 0.0, evidence_dir: str | None = None, summary_file: str | None = None,
-                 drain_pattern: str = r"drain", refresh: float = 60.0, clock=time.monotonic):
+                 refresh: float = 60.0, clock=time.monotonic):
         self.fixed = fixed
         self.evidence_dir = evidence_dir
         self.summary_file = summary_file
-        self.drain_pattern = drain_pattern
         self.refresh = refresh
         self._clock = clock
         self._next = 0.0
@@ -139,7 +157,7 @@ class OverheadSource:
             except (OSError, ValueError) as exc:
                 LOG.warning("cannot read rto.summary_file %s: %s", self.summary_file, exc)
         if self.evidence_dir and os.path.isdir(self.evidence_dir):
-            self.runs = swapover_runs(read_phase_records(self.evidence_dir), self.drain_pattern)
+            self.runs = swapover_runs(read_records(self.evidence_dir))
             if self.runs:
                 value, source = self.runs[-1].overhead, "evidence"
         self.value, self.source = value, source

@@ -46,8 +46,7 @@ class Agent:
                                                           clock=clock)
                            for name, s in cfg.sites.items()}
         self.sampler = Sampler(cfg)
-        self.overhead = OverheadSource(cfg.rto.overhead_seconds, cfg.rto.evidence_dir, cfg.rto.summary_file,
-                                       cfg.rto.drain_phase_pattern)
+        self.overhead = OverheadSource(cfg.rto.overhead_seconds, cfg.rto.evidence_dir, cfg.rto.summary_file)
         self.collector = AgentCollector(cfg.interval, cfg.sla.targets())
         self.registry = make_registry(self.collector)
         self.outputs = Outputs(cfg.evidence.dir, cfg.evidence.run_id, cfg.evidence.max_bytes,

@@ -43,7 +43,7 @@ def test_valid_yaml_and_json(tmp_path):
     (lambda c: c["sla"].update(rpo_minutes=1), "sla.rpo_minutes"),
     (lambda c: c.update(listen={"port": 70000}), "listen.port"),
     (lambda c: c.update(evidence={"run_id": "../x"}), "evidence.run_id"),
-    (lambda c: c.update(rto={"drain_phase_pattern": "("}), "rto.drain_phase_pattern"),
+    (lambda c: c.update(rto={"overhead_seconds": "1s"}), "rto.overhead_seconds"),
     (lambda c: c.update(log_level="LOUD"), "log_level"),
     (lambda c: c.update(sites={}), "sites"),
 ])
@@ -78,19 +78,29 @@ def phase(run_id, name, start, end, decision="pass"):
     return evidence.phase_record(run_id, "swapover", name, start, end, decision)
 
 
-def test_swapover_overhead_from_phases():
+def lag(ts, backlog, drain_rate, site="dc1", connection="DC2"):
+    return evidence.lag_sample_record("x", "runbook", site, True, ts=ts, backlog=backlog, drain_rate=drain_rate,
+                                      connection=connection)
+
+
+def test_swapover_overhead_from_phases_and_lag_samples():
     recs = [
         phase("r1", "quiesce", 100.0, 100.4), phase("r1", "drain", 100.4, 103.4), phase("r1", "activate", 103.4, 104.0),
-        phase("r2", "quiesce", 200.0, 200.2), phase("r2", "wait_mirror", 200.2, 200.7),
+        lag(99.0, 5000, 2000.0), lag(98.0, 1, 1.0), lag(99.5, 0, 0.0, site="dc2", connection="DC1"),
+        phase("r2", "quiesce", 200.0, 200.2), phase("r2", "drain", 200.2, 200.7),
         phase("r2", "activate", 200.7, 201.0),
+        lag(120.0, 999, 1.0),                       # older than 60 s before r2: ignored
         phase("r3", "quiesce", 300.0, 300.1), phase("r3", "drain", 300.1, 301.0, decision="rollback"),
         phase("r4", "quiesce", 400.0, None),
         evidence.phase_record("r5", "failover", "promote", 500.0, 501.0, "pass"),
     ]
-    runs = rto.swapover_runs(recs, config.RtoSettings.drain_phase_pattern)
+    runs = rto.swapover_runs(recs)
     assert [r.run_id for r in runs] == ["r1", "r2"]        # failed, unfinished and non-swapover runs skipped
-    assert runs[0].duration == pytest.approx(4.0) and runs[0].overhead == pytest.approx(1.0)
-    assert runs[1].overhead == pytest.approx(0.5)
+    # r1 started with 5000 events draining at 2000/s: 2.5 s of its 4 s were drain
+    assert runs[0].duration == pytest.approx(4.0) and runs[0].drain_seconds == pytest.approx(2.5)
+    assert runs[0].overhead == pytest.approx(1.5)
+    # r2 had no recent lag sample: the whole run is overhead (the pessimistic side)
+    assert runs[1].drain_seconds == 0.0 and runs[1].overhead == pytest.approx(1.0)
 
 
 def test_overhead_source_prefers_evidence_then_summary_then_config(tmp_path):
@@ -108,7 +118,7 @@ def test_overhead_source_prefers_evidence_then_summary_then_config(tmp_path):
             w.write(rec)
     clock = [0.0]
     src = rto.OverheadSource(fixed=3.0, summary_file=str(summary), evidence_dir=str(tmp_path / "ev"),
-                             drain_pattern="drain", refresh=60, clock=lambda: clock[0])
+                             refresh=60, clock=lambda: clock[0])
     value, source = src.current()
-    assert source == "evidence" and value == pytest.approx(0.5)
+    assert source == "evidence" and value == pytest.approx(2.2)
     assert rto.overhead_from_summary({"rto_seconds_observed": None}) is None

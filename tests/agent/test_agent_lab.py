@@ -1,0 +1,310 @@
+"""The agent against the two-site lab (artemis_lab.labctl: dc1 + dc2, dual mirror through the WAN emulator).
+
+The agent runs as a process (``python -m continuity_agent``) and is read over its HTTP endpoint, like
+Prometheus would. The scenario is ordered (one lab per module, each test builds on the previous one):
+in sync -> WAN cut (connected 0, backlog and RPO grow) -> restore (drain to 0) -> consumer on the passive site
+(flag) -> dc1 killed (unreachable, last known backlog kept, dc2 still sampled).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible_collections.continuity.artemis.plugins.module_utils import evidence, jolokia, objectname
+
+ROOT = Path(__file__).resolve().parents[2]
+labctl = pytest.importorskip("artemis_lab.labctl", reason="the two-site lab (lab/artemis_lab/labctl.py) is needed")
+wan = pytest.importorskip("artemis_lab.wan")
+pytest.importorskip("proton", reason="python-qpid-proton sends the test traffic")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    dist_dir = Path(os.environ.get("LAB_DIST_DIR") or ROOT / "build" / "lab-dist")
+    plan = labctl.make_plan({"LAB_ROOT": str(tmp_path_factory.mktemp("agent-lab")), "LAB_PORT_BASE": "auto",
+                             "LAB_DIST_DIR": str(dist_dir), "LAB_ARTEMIS_VERSION": "2.44.0"})
+    try:
+        endpoints = labctl.up(plan, timeout=90)
+    except BaseException:
+        labctl.down(plan)
+        raise
+    try:
+        yield endpoints
+    finally:
+        labctl.down(plan)
+
+
+def client(site: dict) -> jolokia.JolokiaClient:
+    return jolokia.JolokiaClient(site["jolokia_url"], username=site["credentials"]["user"],
+                                 password=site["credentials"]["password"], origin=site["jolokia_origin"])
+
+
+def amqp_url(site: dict, port: int | None = None) -> str:
+    return f"amqp://127.0.0.1:{port}" if port else site["amqp_url"]
+
+
+def send(site: dict, count: int, address: str = "orders") -> None:
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(amqp_url(site), user=site["credentials"]["user"],
+                              password=site["credentials"]["password"], allowed_mechs="PLAIN", timeout=20)
+    try:
+        sender = conn.create_sender(address)
+        for i in range(count):
+            sender.send(Message(body=f"agent-lab-{i}", durable=True))
+    finally:
+        conn.close()
+
+
+class AgentProcess:
+    def __init__(self, lab: dict, tmp: Path):
+        self.port = free_port()
+        self.tmp = tmp
+        sites = {}
+        for name, s in lab["sites"].items():
+            sites[name] = {"jolokia": {"url": s["jolokia_url"], "origin": s["jolokia_origin"],
+                                       "username": s["credentials"]["user"],
+                                       "password": s["credentials"]["password"], "timeout": 2},
+                           "broker_name": s["broker_name"], "client_acceptors": s["client_acceptors"]}
+        self.config = {"interval": 0.5, "listen": {"address": "127.0.0.1", "port": self.port}, "sites": sites,
+                       "sla": {"rpo_messages": 50, "lag_seconds": 5, "rpo_seconds": 30},
+                       "rto": {"overhead_seconds": 0.5, "assumed_drain_rate": 20000},
+                       "evidence": {"dir": str(tmp / "evidence"), "run_id": "agent-lab"},
+                       "state_dir": str(tmp / "state"), "log_level": "INFO"}
+        path = tmp / "agent.json"
+        path.write_text(json.dumps(self.config))
+        path.chmod(0o600)
+        self.log = tmp / "agent.log"
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen([sys.executable, "-m", "continuity_agent", "--config", str(path)],
+                                         stdout=fh, stderr=subprocess.STDOUT)
+
+    def metrics(self) -> dict[tuple, float]:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        assert self.proc.poll() is None, "agent died: " + self.log.read_text()[-2000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        out = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out[(s.name, frozenset(s.labels.items()))] = s.value
+        return out
+
+    def value(self, name: str, **labels: str) -> float | None:
+        try:
+            return self.metrics().get((name, frozenset(labels.items())))
+        except OSError:
+            return None
+
+    def wait_value(self, name: str, check: Callable[[float | None], bool], timeout: float = 20, **labels: str
+                   ) -> float | None:
+        seen: list = []
+
+        def probe() -> tuple | None:
+            v = self.value(name, **labels)
+            seen.append(v)
+            return (v,) if check(v) else None
+
+        try:
+            return wait_for(probe, timeout, f"{name}{labels}")[0]
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; values seen: {seen[-5:]}") from None
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=20)
+
+
+D12 = {"site": "dc1", "peer": "dc2", "connection": "DC2"}
+D21 = {"site": "dc2", "peer": "dc1", "connection": "DC1"}
+
+
+@pytest.fixture(scope="module")
+def agent(lab: dict, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    # dc2 is the passive site: its client acceptor is fenced (the mirror has its own acceptor).
+    dc2 = lab["sites"]["dc2"]
+    c = client(dc2)
+    c.exec(objectname.acceptor(dc2["broker_name"], dc2["client_acceptors"][0]), "stop")
+    c.close()
+    proc = AgentProcess(lab, tmp_path_factory.mktemp("agent"))
+    try:
+        wait_for(lambda: proc.value("continuity_agent_cycles_total") and proc.value(
+            "continuity_agent_cycles_total") >= 2, 30, "two agent cycles")
+        yield proc
+    finally:
+        if proc.proc.poll() is None:
+            proc.stop()
+
+
+def test_in_sync_lab(agent: AgentProcess) -> None:
+    assert agent.value("continuity_site_reachable", site="dc1") == 1
+    assert agent.value("continuity_site_role", site="dc1", role="active") == 1
+    assert agent.value("continuity_site_role", site="dc2", role="passive") == 1
+    for d in (D12, D21):
+        assert agent.wait_value("continuity_mirror_connected", lambda v: v == 1, **d) == 1
+        assert agent.wait_value("continuity_mirror_backlog_events", lambda v: v == 0, **d) == 0
+    assert agent.value("continuity_site_consumers_on_passive", site="dc2") == 0
+
+
+def test_wan_cut_disconnects_and_backlog_and_rpo_grow(lab: dict, agent: AgentProcess) -> None:
+    link = lab["wan"]["dc1-dc2"]["control_url"]
+    wan.control(link, "cut")
+    agent.wait_value("continuity_mirror_connected", lambda v: v == 0, **D12)
+    send(lab["sites"]["dc1"], 100)
+    first = agent.wait_value("continuity_mirror_backlog_events", lambda v: v is not None and v >= 100, **D12)
+    rpo1 = agent.value("continuity_mirror_rpo_events_estimate", **D12)
+    assert rpo1 is not None and rpo1 >= 100
+    send(lab["sites"]["dc1"], 100)
+    second = agent.wait_value("continuity_mirror_backlog_events", lambda v: v is not None and v >= first + 100,
+                              **D12)
+    rpo2 = agent.value("continuity_mirror_rpo_events_estimate", **D12)
+    assert rpo2 is not None and rpo2 >= second >= 200
+    assert agent.value("continuity_mirror_rpo_seconds_estimate", **D12) > 0
+    assert agent.wait_value("continuity_mirror_disconnected_seconds", lambda v: v is not None and v > 0, **D12) > 0
+    assert agent.value("continuity_mirror_lag_seconds", **D12) == float("inf")   # not draining
+    assert agent.value("continuity_mirror_sla_breach", **D12, target="rpo_messages") == 1
+    assert agent.value("continuity_mirror_sla_breach", **D12, target="lag_seconds") == 1
+    # the other direction is not affected by this cut
+    assert agent.value("continuity_mirror_connected", **D21) == 1
+
+
+def test_restore_drains_to_zero(lab: dict, agent: AgentProcess) -> None:
+    wan.control(lab["wan"]["dc1-dc2"]["control_url"], "restore")
+    agent.wait_value("continuity_mirror_connected", lambda v: v == 1, timeout=30, **D12)
+    try:
+        agent.wait_value("continuity_mirror_backlog_events", lambda v: v == 0, timeout=20, **D12)
+    except AssertionError:
+        # The agent must still follow reality: its backlog is the SNF MessageCount the broker reports now.
+        dc1 = lab["sites"]["dc1"]
+        c = client(dc1)
+        snf = c.read(objectname.queue(dc1["broker_name"], "$ACTIVEMQ_ARTEMIS_MIRROR_DC2",
+                                      "$ACTIVEMQ_ARTEMIS_MIRROR_DC2", "anycast"), ["MessageCount", "DeliveringCount"])
+        c.close()
+        time.sleep(1.5)
+        assert agent.value("continuity_mirror_backlog_events", **D12) == snf["MessageCount"]
+        if snf["MessageCount"] and snf["MessageCount"] == snf["DeliveringCount"]:
+            pytest.xfail(f"lab mirror stalls after a reconnect: {snf['MessageCount']} SNF events stay in delivery "
+                         "and are never settled by the peer (artemis_lab.core.mirror; reported to the lab owner). "
+                         "The agent reports that stuck backlog correctly.")
+        raise
+    agent.wait_value("continuity_mirror_rpo_events_estimate", lambda v: v == 0, **D12)
+    agent.wait_value("continuity_mirror_lag_seconds", lambda v: v == 0, **D12)
+    agent.wait_value("continuity_mirror_sla_breach", lambda v: v == 0, target="rpo_messages", **D12)
+    # the 200 messages arrived: both sites agree again
+    agent.wait_value("continuity_mirror_queue_differences", lambda v: v == 0, **D12)
+
+
+def test_consumer_on_passive_site_raises_flag(lab: dict, agent: AgentProcess) -> None:
+    from proton.utils import BlockingConnection
+
+    dc2 = lab["sites"]["dc2"]
+    # dc2's client acceptor is fenced; a misconfigured application reaching it through the mirror acceptor is
+    # exactly the hazard the flag is for (mirrored acks dropped -> double delivery).
+    conn = BlockingConnection(amqp_url(dc2, dc2["acceptors"]["mirror"]), user=dc2["credentials"]["user"],
+                              password=dc2["credentials"]["password"], allowed_mechs="PLAIN", timeout=20)
+    try:
+        conn.create_receiver("orders", credit=0)
+        agent.wait_value("continuity_site_consumers_on_passive", lambda v: v == 1, site="dc2")
+        assert agent.value("continuity_site_client_consumers", site="dc2") >= 1
+        assert agent.value("continuity_site_consumers_on_passive", site="dc1") == 0
+    finally:
+        conn.close()
+    agent.wait_value("continuity_site_consumers_on_passive", lambda v: v == 0, site="dc2")
+
+
+def test_dc1_killed_is_unreachable_and_last_known_backlog_kept(lab: dict, agent: AgentProcess) -> None:
+    wan.control(lab["wan"]["dc1-dc2"]["control_url"], "cut")
+    agent.wait_value("continuity_mirror_connected", lambda v: v == 0, **D12)
+    before = agent.value("continuity_mirror_backlog_events", **D12) or 0
+    send(lab["sites"]["dc1"], 40)
+    backlog = agent.wait_value("continuity_mirror_backlog_events", lambda v: v is not None and v >= before + 40,
+                               **D12)
+    last_known = Path(agent.config["state_dir"]) / "dc1" / "last-known.json"
+    wait_for(lambda: json.loads(last_known.read_text())["at_risk_events"] == backlog, 10, "last-known backlog")
+    os.kill(lab["sites"]["dc1"]["pid"], signal.SIGKILL)
+    agent.wait_value("continuity_site_reachable", lambda v: v == 0, site="dc1")
+    assert agent.value("continuity_site_role", site="dc1", role="unreachable") == 1
+    assert agent.value("continuity_mirror_up", **D12) == 0
+    assert agent.value("continuity_mirror_backlog_events", **D12) == backlog        # last known, kept
+    assert agent.value("continuity_mirror_rpo_events_estimate", **D12) == backlog
+    # dc2 is still sampled: reachable, and its mirror into the dead dc1 is disconnected
+    time.sleep(1.5)
+    assert agent.value("continuity_site_reachable", site="dc2") == 1
+    agent.wait_value("continuity_mirror_connected", lambda v: v == 0, **D21)
+    doc = json.loads(last_known.read_text())
+    assert doc["at_risk_events"] == backlog and doc["role"] == "active"
+    assert doc["lag_samples"][0]["backlog"] == backlog and doc["lag_samples"][0]["reachable"] is True
+    # the evidence carries the loss: reachable false with the last known backlog
+    files = sorted((Path(agent.config["evidence"]["dir"]) / "agent-lab").glob("lag-agent-*.jsonl"))
+    wait_for(lambda: any(r["site"] == "dc1" and r["reachable"] is False
+                         for r in evidence.read_records(str(files[-1]))), 5, "unreachable lag_sample")
+    recs = [r for r in evidence.read_records(str(files[-1])) if r["site"] == "dc1" and not r["reachable"]]
+    assert recs[-1]["backlog"] == backlog
+    # and the agent stops cleanly
+    assert agent.stop() == 0
+
+
+def _swapover_evidence_dir() -> Path | None:
+    for candidate in (os.environ.get("CONTINUITY_REHEARSAL_EVIDENCE"), ROOT / "build" / "evidence"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+def test_rto_estimate_against_observed_swapovers() -> None:
+    """Leave-one-out: the overhead measured on swapover N-1 plus the drain estimated just before swapover N
+    (its last lag sample) predicts swapover N's duration. The error is written to build/test-results."""
+    from continuity_agent import rto
+
+    where = _swapover_evidence_dir()
+    if where is None:
+        pytest.skip("no runbook evidence (set CONTINUITY_REHEARSAL_EVIDENCE or run a rehearsal into "
+                    "build/evidence): no observed swapover duration to compare the RTO estimate with")
+    records = []
+    for path in where.rglob("*.jsonl"):
+        records.extend(evidence.read_records(str(path)))
+    runs = rto.swapover_runs(records)
+    if len(runs) < 2:
+        pytest.skip(f"{len(runs)} completed swapover(s) in {where}: need two (overhead from one, check the next)")
+    rows = []
+    for prev, run in itertools.pairwise(runs):
+        estimate = rto.drain_estimate_before(records, run.start_ts) + prev.overhead
+        rows.append({"run_id": run.run_id, "observed": run.duration, "estimate": estimate,
+                     "error": estimate - run.duration, "overhead_from": prev.run_id})
+    out = ROOT / "build" / "test-results" / "agent-rto-error.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+    for row in rows:
+        assert abs(row["error"]) <= max(1.0, 0.5 * row["observed"]), row
