@@ -4,6 +4,7 @@ layer over the in-memory FakeBroker; shapes are compared with the recorded Artem
 from __future__ import annotations
 
 import re
+from email.utils import parsedate_to_datetime
 
 from conftest import VIEWER, VIEWER_PW, FakeLab, recorded
 
@@ -25,6 +26,10 @@ def test_success_headers_match_recorded(fake_lab: FakeLab) -> None:
     assert reply.header("Access-control-allow-origin") == fake_lab.jolokia.origin
     assert set(reply.json) == set(_rec_body("06-read-broker-version-get.json")) == {"request", "value", "status"}
     assert reply.json["value"] == "2.44.0-lab"
+    # Same header set as the recording (names compared case-insensitively), Expires one hour before Date.
+    assert {k.lower() for k in reply.headers} == {k.lower() for k in rec["headers"]}
+    assert (parsedate_to_datetime(reply.header("Date")) - parsedate_to_datetime(reply.header("Expires"))
+            ).total_seconds() == 3600
 
 
 def test_wrong_password_and_no_auth_are_empty_401(fake_lab: FakeLab) -> None:
@@ -35,6 +40,7 @@ def test_wrong_password_and_no_auth_are_empty_401(fake_lab: FakeLab) -> None:
         assert reply.status == rec["status_code"] == 401
         assert reply.raw == b""
         assert reply.header("WWW-Authenticate") == rec["headers"]["Www-authenticate"]
+        assert {k.lower() for k in reply.headers} == {k.lower() for k in rec["headers"]}
     assert fake_lab.jolokia.get("/version", user=None).status == 401
 
 
@@ -44,6 +50,8 @@ def test_missing_and_foreign_origin_refused_like_recorded(fake_lab: FakeLab) -> 
     assert missing.status == 200
     assert missing.json == _rec_body("78-err-no-origin-post.json")
     assert missing.header("Access-control-allow-origin") is None
+    rec_headers = recorded("78-err-no-origin-post.json")["response"]["headers"]
+    assert {k.lower() for k in missing.headers} == {k.lower() for k in rec_headers}
     assert fake_lab.jolokia.get("/version", origin=None).json == _rec_body("79-err-no-origin-get.json")
     evil = fake_lab.jolokia.post(body, origin="http://evil.example.com")
     assert evil.json == _rec_body("80-err-bad-origin.json")
@@ -115,6 +123,7 @@ def test_unknown_request_type_is_http_400_text(fake_lab: FakeLab) -> None:
     assert reply.status == rec["status_code"] == 400
     assert reply.header("Content-type") == rec["headers"]["Content-type"]
     assert reply.raw.decode() == rec["body"]
+    assert {k.lower() for k in reply.headers} == {k.lower() for k in rec["headers"]}
 
 
 def test_bad_json_is_json_500(fake_lab: FakeLab) -> None:

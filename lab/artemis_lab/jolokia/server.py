@@ -49,15 +49,25 @@ class _Handler(BaseHTTPRequestHandler):
         LOG.debug("%s " + format, self.address_string(), *args)
 
     # --- plumbing -------------------------------------------------------------------------------------------------
-    def _send(self, status: int, body: bytes, content_type: str | None, extra: dict[str, str]) -> None:
-        self.send_response(status, "Unauthorized" if status == 401 else None)
-        for key, value in extra.items():
-            self.send_header(key, value)
+    def _send(self, status: int, body: bytes, content_type: str | None, extra: dict[str, str],
+              chunked: bool = False) -> None:
+        # Header names and set as the JDK HttpServer under Jolokia writes them (no Server header).
+        self.send_response_only(status, "Unauthorized" if status == 401 else None)
+        self.send_header("Date", self.date_time_string())
+        if chunked:
+            self.send_header("Transfer-encoding", "chunked")
         if content_type:
             self.send_header("Content-type", content_type)
-        self.send_header("Content-length", str(len(body)))
+        for key, value in extra.items():
+            self.send_header(key, value)
+        if not chunked:
+            self.send_header("Content-length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            return
+        if chunked:
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n")
+        else:
             self.wfile.write(body)
 
     def _cors(self, origin: str | None) -> dict[str, str]:
@@ -70,7 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json(self, payload: Any, origin: str | None, cors: bool = True) -> None:
         body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
-        self._send(200, body, "application/json; charset=utf-8", self._cors(origin) if cors else {})
+        self._send(200, body, "application/json; charset=utf-8", self._cors(origin) if cors else {}, chunked=True)
 
     def _authenticate(self) -> frozenset[str] | None:
         header = self.headers.get("Authorization") or ""
@@ -108,8 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _unknown_type(self, exc: UnknownType, origin: str | None) -> None:
         body = f"400 (Bad Request)\n\n{exc}\n".encode()
-        headers = {k: v for k, v in self._cors(origin).items() if k != "Expires"}
-        self._send(400, body, "text/plain; charset=utf-8", headers)
+        self._send(400, body, "text/plain; charset=utf-8", self._cors(origin))
 
     # --- verbs ----------------------------------------------------------------------------------------------------
     def do_GET(self) -> None:
