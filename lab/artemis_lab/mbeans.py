@@ -216,11 +216,8 @@ class ManagementModel:
             if path.exists():
                 jaas[fname] = {"reloadTime": str(int(path.stat().st_mtime * 1000)),
                                "Alder32": str(zlib.adler32(path.read_bytes()))}
-        broker_xml = etc / "broker.xml"
-        file_sum = str(zlib.adler32(broker_xml.read_bytes())) if broker_xml.exists() else "0"
         status = {
-            "configuration": {"properties": {"system-brokerconfig.": {"alder32": "1", "fileAlder32": "0"}},
-                              "file": {"broker.xml": {"alder32": file_sum}}},
+            "configuration": {"properties": {"system-brokerconfig.": {"alder32": "1", "fileAlder32": "0"}}},
             "server": {
                 "jaas": {"properties": jaas},
                 "state": "STARTED" if info.get("started") else "STOPPED",

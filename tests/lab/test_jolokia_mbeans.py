@@ -90,6 +90,9 @@ def test_broker_attributes(lab: LabInstance) -> None:
     assert re.fullmatch(r"[\d,]+\.\d{3} seconds|\d+ minutes?", v["Uptime"]) and isinstance(v["UptimeMillis"], int)
     status = json.loads(v["Status"])
     assert status["server"]["state"] == "STARTED" and status["server"]["nodeId"] == v["NodeID"]
+    rec_status = json.loads(recorded("05-read-broker-attrlist.json")["response"]["body"]["value"]["Status"])
+    assert set(status) == set(rec_status) and set(status["server"]) == set(rec_status["server"])
+    assert set(status["server"]["jaas"]["properties"]) == set(rec_status["server"]["jaas"]["properties"])
     assert "orders" in v["QueueNames"] and "$ACTIVEMQ_ARTEMIS_MIRROR_DC2" in v["QueueNames"]
     assert {"orders", "DLQ", "ExpiryQueue"} <= set(v["AddressNames"])
     rec = recorded("05-read-broker-attrlist.json")["response"]["body"]["value"]
