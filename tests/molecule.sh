@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Run the molecule scenarios of the broker and mirror roles (extensions/molecule/*) on the local lab hosts:
+# driver `default`, no containers. Needs the lab archive: `make lab-dist` (or LAB_DIST_DIR=<dir>).
+#   bash tests/molecule.sh                 # every scenario
+#   bash tests/molecule.sh broker_single   # one
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export PATH="$root/.venv/bin:$PATH"
+export ANSIBLE_CONFIG="$root/ansible.cfg"
+export LAB_DIST_DIR="${LAB_DIST_DIR:-$root/build/lab-dist}"
+version="${LAB_ARTEMIS_VERSION:-2.44.0}"
+if [ ! -f "$LAB_DIST_DIR/lab-artemis-$version-bin.tar.gz" ]; then
+  echo "molecule: $LAB_DIST_DIR/lab-artemis-$version-bin.tar.gz is missing; run 'make lab-dist'" >&2
+  exit 1
+fi
+
+# A free block of loopback ports per scenario (each scenario uses base+{161,616,617} and +100 for a 2nd site).
+free_base() {
+  "$root/.venv/bin/python" - "$@" <<'PY'
+import random, socket, sys
+taken = {int(x) for x in sys.argv[1:]}
+for _ in range(200):
+    base = random.randrange(30000, 60000, 1000)
+    if base in taken:
+        continue
+    ok = True
+    for port in [base + o + p for o in (0, 100) for p in (161, 616, 617)]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                ok = False
+                break
+    if ok:
+        print(base)
+        break
+else:
+    sys.exit("no free port block")
+PY
+}
+
+scenarios=("$@")
+if [ ${#scenarios[@]} -eq 0 ]; then
+  mapfile -t scenarios < <(find extensions/molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | sort)
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/continuity-molecule.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+used=()
+for s in "${scenarios[@]}"; do
+  base=$(free_base "${used[@]}")
+  used+=("$base")
+  echo "=== molecule test -s $s (ports from $base, instances under $work/$s)"
+  MOLECULE_LAB_ROOT="$work/$s" MOLECULE_LAB_PORT_BASE="$base" molecule test -s "$s"
+done
+echo "molecule: ${#scenarios[@]} scenario(s) passed"
