@@ -3,8 +3,8 @@
 
 Layout and ports follow inventories/lab (so playbooks/deploy.yml can take over instance creation later without
 changing the endpoints file): LAB_ROOT (default build/lab), LAB_ARTEMIS_VERSION (2.44.0), LAB_DIST_DIR
-(build/lab-dist), LAB_PORT_BASE (20000, or `auto` for free ports). Per site (dc2 = +100): http base+161, client
-acceptor `artemis` (CORE,AMQP) base+616, mirror acceptor `mirror` (AMQP) base+617. WAN link into dc1: base+900,
+(build/lab-dist), LAB_PORT_BASE (20000, or `auto` for free ports), LAB_WAN_LATENCY_MS (0).
+Per site (dc2 = +100): http base+161, client acceptor `artemis` (CORE,AMQP) base+616, mirror acceptor `mirror` (AMQP) base+617. WAN link into dc1: base+900,
 into dc2: base+901; their control endpoints base+910 / base+911. See docs/lab.md.
 """
 
@@ -52,6 +52,7 @@ class Plan:
     sites: dict[str, SitePorts]
     wan_listen: dict[str, int]  # target site -> port of the WAN link into it
     wan_control: dict[str, int]
+    wan_latency_ms: float = 0.0  # initial one-way latency of both links (LAB_WAN_LATENCY_MS)
 
 
 def _free_port() -> int:
@@ -76,7 +77,7 @@ def make_plan(env: dict[str, str] | None = None) -> Plan:
                  for i, s in enumerate(SITES)}
         listen = {s: base + 900 + i for i, s in enumerate(SITES)}
         ctl = {s: base + 910 + i for i, s in enumerate(SITES)}
-    return Plan(root, version, dist_dir, sites, listen, ctl)
+    return Plan(root, version, dist_dir, sites, listen, ctl, float(env.get("LAB_WAN_LATENCY_MS") or 0))
 
 
 def _peer(site: str) -> str:
@@ -205,7 +206,8 @@ def up(plan: Plan, timeout: float = 90) -> dict[str, Any]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "artemis_lab.wan", "serve", "--name", name,
              "--target", f"127.0.0.1:{plan.sites[target].mirror}", "--listen", f"127.0.0.1:{plan.wan_listen[target]}",
-             "--control", f"127.0.0.1:{plan.wan_control[target]}", "--state-file", str(root / f"wan-{name}.json")],
+             "--control", f"127.0.0.1:{plan.wan_control[target]}", "--state-file", str(root / f"wan-{name}.json"),
+             "--latency", str(plan.wan_latency_ms)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
         state["processes"].append({"kind": "wan", "name": name, "pid": proc.pid})
