@@ -4,8 +4,9 @@
 Layout and ports follow inventories/lab (so playbooks/deploy.yml can take over instance creation later without
 changing the endpoints file): LAB_ROOT (default build/lab), LAB_ARTEMIS_VERSION (2.44.0), LAB_DIST_DIR
 (build/lab-dist), LAB_PORT_BASE (20000, or `auto` for free ports), LAB_WAN_LATENCY_MS (0).
-Per site (dc2 = +100): http base+161, client acceptor `artemis` (CORE,AMQP) base+616, mirror acceptor `mirror` (AMQP) base+617. WAN link into dc1: base+900,
-into dc2: base+901; their control endpoints base+910 / base+911. See docs/lab.md.
+Per site (dc2 = +100): http base+161, client acceptor `artemis` (CORE,AMQP) base+616, mirror acceptor `mirror`
+(AMQP) base+617. WAN link into dc1: base+900, into dc2: base+901; their control endpoints base+910 / base+911.
+See docs/lab.md.
 """
 
 from __future__ import annotations
