@@ -11,6 +11,7 @@ import jinja2
 import jinja2.nativetypes
 import yaml
 from ansible.plugins.filter.core import FilterModule as CoreFilters
+from ansible.plugins.filter.mathstuff import FilterModule as MathFilters
 from ansible.plugins.test.core import TestModule as CoreTests
 
 from ansible_collections.continuity.artemis.plugins.filter.artemis import FilterModule as ArtemisFilters
@@ -36,7 +37,7 @@ def environment(role: str, native: bool = False) -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    for name, fn in CoreFilters().filters().items():
+    for name, fn in {**CoreFilters().filters(), **MathFilters().filters()}.items():
         env.filters.setdefault(name, fn)  # jinja's own `default` copes with StrictUndefined; Ansible's does not
         env.filters["ansible.builtin." + name] = fn
     for name, fn in CoreTests().tests().items():
