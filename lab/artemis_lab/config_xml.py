@@ -438,6 +438,20 @@ def management_roles(etc: Path, profile: dict[str, str]) -> frozenset[str]:
     return frozenset(roles)
 
 
+def guest_login(etc: Path) -> tuple[str | None, str | None]:
+    """(guest user, guest role) when login.config's `activemq` entry has a GuestLoginModule."""
+    path = etc / "login.config"
+    if not path.exists():
+        return None, None
+    text = path.read_text()
+    if "GuestLoginModule" not in text:
+        return None, None
+    guest = text[text.index("GuestLoginModule") :]
+    user = re.search(r'org\.apache\.activemq\.jaas\.guest\.user\s*=\s*"([^"]*)"', guest)
+    role = re.search(r'org\.apache\.activemq\.jaas\.guest\.role\s*=\s*"([^"]*)"', guest)
+    return (user.group(1) if user else "guest"), (role.group(1) if role else "guests")
+
+
 def parse_instance(
     instance_dir: str | Path, version: str | None = None, schema_dir: Path | None = None, etc_dir: Path | None = None
 ) -> InstanceConfig:
@@ -450,6 +464,7 @@ def parse_instance(
     profile = profile_vars(etc)
     realm = security.PropertiesRealm(etc / "artemis-users.properties", etc / "artemis-roles.properties")
     users = {u: UserRecord(name=u, password_hash=h, roles=r) for u, (h, r) in realm.users().items()}
+    guest = guest_login(etc)
     return InstanceConfig(
         instance_dir=str(instance),
         broker=broker,
@@ -461,4 +476,6 @@ def parse_instance(
         jolokia_allowed_origins=origins,
         jolokia_strict_checking=strict,
         management_roles=management_roles(etc, profile),
+        guest_user=guest[0],
+        guest_role=guest[1],
     )

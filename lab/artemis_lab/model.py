@@ -162,3 +162,7 @@ class InstanceConfig:
     jolokia_allowed_origins: list[str] = field(default_factory=list)  # patterns from jolokia-access.xml
     jolokia_strict_checking: bool = True
     management_roles: frozenset[str] = frozenset({"amq"})  # roles allowed to use Jolokia (HAWTIO_ROLE)
+    # login.config GuestLoginModule (`artemis create --allow-anonymous`): a connection without credentials (SASL
+    # ANONYMOUS) is this user with this role; None when anonymous access is not configured.
+    guest_user: str | None = None
+    guest_role: str | None = None

@@ -182,3 +182,17 @@ def test_realm_reads_roles_and_reloads(tmp_path: Path) -> None:
     roles.write_text("amq = admin\n")
     os.utime(roles, (1, 1))  # a different mtime triggers the reload, as JAAS reload=true does
     assert realm.authenticate("bob", "plainpw") == frozenset()
+
+
+def test_allow_anonymous_instance_records_guest_login(tmp_path: Path) -> None:
+    from artemis_lab import instance
+
+    base = {"user": "admin", "password": "pw", "host": "127.0.0.1", "no_amqp_acceptor": True,
+            "no_mqtt_acceptor": True, "no_stomp_acceptor": True, "no_hornetq_acceptor": True}
+    anon = instance.create_instance(instance.CreateOptions(directory=str(tmp_path / "a"), require_login=False,
+                                                           **base), tmp_path, "2.44.0")
+    cfg = config_xml.parse_instance(anon, "2.44.0")
+    assert (cfg.guest_user, cfg.guest_role) == ("admin", "amq")
+    strict = instance.create_instance(instance.CreateOptions(directory=str(tmp_path / "s"), require_login=True,
+                                                             **base), tmp_path, "2.44.0")
+    assert config_xml.parse_instance(strict, "2.44.0").guest_user is None
