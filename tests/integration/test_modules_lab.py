@@ -1,0 +1,247 @@
+"""The six Jolokia modules against a running two-site lab (dc1 <-> dc2 dual mirror through WAN links).
+
+Each module runs the way an operator runs it: `ansible localhost -m continuity.artemis.<module>` with the
+collection from build/collections. The lab is started with lab/lab-up.sh in a private LAB_ROOT on free ports
+for each emulated version (2.44.0 and 2.33.0: before and after the broker-connection MBean and
+PendingMirrorAcks) and stopped by lab-down.sh. Needs the lab archives (`make lab-dist`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST_DIR = Path(os.environ.get("LAB_DIST_DIR", ROOT / "build" / "lab-dist"))
+COLLECTIONS = ROOT / "build" / "collections"
+PY = ROOT / ".venv" / "bin" / "python"
+VERSIONS = ("2.44.0", "2.33.0")
+
+pytestmark = [pytest.mark.slow]
+
+
+def _archive(version: str) -> Path:
+    return DIST_DIR / f"lab-artemis-{version}-bin.tar.gz"
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def lab(request, tmp_path_factory):
+    version = request.param
+    if not _archive(version).exists():
+        pytest.skip(f"lab archive {_archive(version)} not built (make lab-dist)")
+    if not (COLLECTIONS / "ansible_collections" / "continuity" / "artemis").exists():
+        pytest.skip("collection not linked into build/collections (make venv)")
+    root = tmp_path_factory.mktemp(f"lab-{version}")
+    env = {**os.environ, "LAB_ROOT": str(root), "LAB_PORT_BASE": "auto", "LAB_DIST_DIR": str(DIST_DIR),
+           "LAB_ARTEMIS_VERSION": version}
+    up = subprocess.run(["bash", str(ROOT / "lab" / "lab-up.sh")], capture_output=True, text=True, env=env,
+                        timeout=240)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        endpoints = json.loads((root / "endpoints.json").read_text())
+        yield {"version": version, "env": env, "endpoints": endpoints}
+    finally:
+        subprocess.run(["bash", str(ROOT / "lab" / "lab-down.sh")], capture_output=True, text=True, env=env,
+                       timeout=120)
+
+
+def conn(site: dict[str, Any]) -> dict[str, Any]:
+    return {"url": site["jolokia_url"], "username": site["credentials"]["user"],
+            "password": site["credentials"]["password"], "broker_name": site["broker_name"]}
+
+
+def site_args(lab, site_name: str, /, **kw: Any) -> dict[str, Any]:
+    args = conn(lab["endpoints"]["sites"][site_name])
+    args.update(kw)
+    return args
+
+
+def run(module: str, args: dict[str, Any], check: bool = False, diff: bool = False) -> tuple[bool, dict]:
+    """Run a module with `ansible localhost -m`; return (failed, result)."""
+    cmd = [str(ROOT / ".venv" / "bin" / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
+           "-e", f"ansible_python_interpreter={PY}", "-m", f"continuity.artemis.{module}", "-a", json.dumps(args)]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_DEPRECATION_WARNINGS": "0",
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, cwd=ROOT)
+    text = out.stdout
+    marker = text.find("=> {")
+    assert marker >= 0, f"no module result in output:\n{out.stdout}\n{out.stderr}"
+    result = json.loads(text[marker + 3:])
+    failed = "| FAILED!" in text[:marker] or out.returncode != 0
+    return failed, result
+
+
+def wan(lab, link: str, action: str) -> None:
+    control = lab["endpoints"]["wan"][link]["control_url"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lab")}
+    res = subprocess.run([str(PY), "-m", "artemis_lab.wan", "ctl", "--control", control, action],
+                         capture_output=True, text=True, env=env, timeout=30)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def send(site: dict[str, Any], n: int, address: str = "orders") -> None:
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    creds = site["credentials"]
+    url = site["amqp_url"].replace("amqp://", f"amqp://{creds['user']}:{creds['password']}@")
+    c = BlockingConnection(url, timeout=20, allowed_mechs="PLAIN", allow_insecure_mechs=True)
+    try:
+        sender = c.create_sender(address)
+        for i in range(n):
+            sender.send(Message(body=f"integration-{i}", durable=True, creation_time=time.time()))
+    finally:
+        c.close()
+
+
+def connected_is_observable(lab, site: str = "dc1") -> bool:
+    """Before 2.39 `connected` is inferred from the SNF queue's consumer (real Artemis 2.44 capture: ConsumerCount 1
+    while connected, 0 during the outage). The lab builds seen so far do not model that consumer; then the checks
+    of `connected` are left out (the rest of each test still runs) and the test says so."""
+    if lab["version"] >= "2.39":
+        return True
+    failed, res = run("broker_info", site_args(lab, site, include_internal=True, name_regex="^\\$ACTIVEMQ"))
+    snf = res["queues"].get("$ACTIVEMQ_ARTEMIS_MIRROR_" + {"dc1": "DC2", "dc2": "DC1"}[site], {})
+    if not failed and snf.get("consumer_count") == 0 and snf.get("message_count") == 0:
+        import warnings
+
+        warnings.warn(f"lab {lab['version']}: no consumer on the connected mirror's SNF queue (real Artemis has one);"
+                      " 'connected' checks skipped", stacklevel=2)
+        return False
+    return True
+
+
+def test_broker_info(lab):
+    failed, res = run("broker_info", site_args(lab, "dc1"))
+    assert not failed, res
+    assert res["broker"]["version"] == lab["version"] + "-lab"
+    assert res["broker"]["name"] == "dc1"
+    assert set(res["acceptors"]) >= {"artemis", "mirror"}
+    assert "DC2" in res["broker_connections"] and res["broker_connections"]["DC2"]["started"] is True
+    assert "orders" in res["queues"]
+    pending_known = lab["version"] >= "2.40"
+    assert (res["broker"]["pending_mirror_acks"] is not None) == pending_known
+    assert res["requests"] == 1
+
+
+def test_mirror_wait_times_out_while_wan_cut_then_passes_after_drain(lab):
+    dc1, dc2 = lab["endpoints"]["sites"]["dc1"], lab["endpoints"]["sites"]["dc2"]
+    peer = conn(dc2)
+    observable = connected_is_observable(lab)
+    connected = {"connected": True} if observable else {}
+    # in sync to start with
+    failed, res = run("mirror_wait", site_args(lab, "dc1", peer=peer, max_backlog=0, queues_equal=True,
+                                               wait_timeout=30, wait_sleep=0.5, **connected))
+    assert not failed, res.get("msg")
+
+    wan(lab, "dc1-dc2", "cut")
+    try:
+        send(dc1, 25)
+        failed, res = run("mirror_wait", site_args(lab, "dc1", peer=peer, direction="outgoing", max_backlog=0,
+                                                   queues_equal=True, wait_timeout=3, wait_sleep=0.5, **connected))
+        assert failed and res["timed_out"] is True
+        assert "mirror_wait timed out after" in res["msg"]
+        assert "max_backlog: dc1/DC2 backlog" in res["msg"] and "queues_equal" in res["failed_conditions"]
+        if observable:
+            assert "connected: dc1/DC2 is not connected" in res["msg"]
+        last = res["last"]["directions"][0]
+        assert last["backlog"] >= 25  # 25 sends at least (plus any acks)
+
+        failed, info = run("mirror_info", site_args(lab, "dc1", peer=peer, sample_interval=0.5))
+        assert not failed, info
+        c = info["connections"][0]
+        assert c["backlog"] >= 25 and c["lag_seconds"] is None  # not draining: no invented lag
+        assert c["rpo_events_est"] >= 25
+        diffs = {d["queue"]: d for d in info["queue_comparison"]["diffs"]}
+        assert diffs["orders"]["delta"] == 25
+    finally:
+        wan(lab, "dc1-dc2", "restore")
+
+    gate = dict(peer=peer, max_backlog=0, queues_equal=True, stable_samples=2, wait_timeout=60, wait_sleep=0.5,
+                **connected)
+    if lab["version"] >= "2.40":
+        gate["max_pending_acks"] = 0
+    failed, res = run("mirror_wait", site_args(lab, "dc1", **gate))
+    assert not failed, res.get("msg")
+    assert res["ok"] and res["samples"][-1]["stable_streak"] == 2
+    assert all(d["backlog"] == 0 for d in res["last"]["directions"])
+
+
+def test_acceptor_fences_clients_and_keeps_the_mirror(lab):
+    observable = connected_is_observable(lab, "dc2")
+    args = site_args(lab, "dc1", name=["artemis"], state="stopped")
+    failed, res = run("acceptor", args, check=True)
+    assert not failed and res["changed"] is True
+    failed, info = run("broker_info", site_args(lab, "dc1"))
+    assert info["acceptors"]["artemis"]["started"] is True  # check mode changed nothing
+    try:
+        failed, res = run("acceptor", args, diff=True)
+        assert not failed and res["changed"] is True and res["acceptors"]["artemis"]["started"] is False
+        assert res["acceptors"]["mirror"]["started"] is True
+        failed, res = run("acceptor", args)
+        assert not failed and res["changed"] is False
+        # the peer's mirror into dc1 uses the separate mirror acceptor: still connected
+        if observable:
+            failed, res = run("mirror_wait", site_args(lab, "dc2", connected=True, direction="outgoing",
+                                                       wait_timeout=20, wait_sleep=0.5))
+            assert not failed, res.get("msg")
+    finally:
+        failed, res = run("acceptor", dict(args, state="started"))
+        assert not failed and res["acceptors"]["artemis"]["started"] is True
+
+
+def test_destination_pause_resume_and_block(lab):
+    args = site_args(lab, "dc2", names=["orders"], state="paused", persist=True)
+    failed, res = run("destination", args, diff=True)
+    assert not failed, res
+    assert res["changed"] is True
+    assert res["destinations"]["orders"]["after"] == {"paused": True, "persisted_pause": True}
+    failed, res = run("destination", args)
+    assert not failed and res["changed"] is False
+    failed, res = run("destination", dict(args, state="resumed"))
+    assert not failed and res["changed"] is True and res["destinations"]["orders"]["after"]["paused"] is False
+    failed, res = run("destination", site_args(lab, "dc2", type="address", names=["orders"], state="blocked"))
+    assert not failed and res["unverified"] == ["orders"]
+    failed, res = run("destination", site_args(lab, "dc2", type="address", names=["orders"], state="unblocked"))
+    assert not failed and res["changed"] is True
+
+
+def test_broker_connection_stop_start(lab):
+    observable = connected_is_observable(lab, "dc2")
+    args = site_args(lab, "dc2", name="DC1", state="stopped")
+    try:
+        failed, res = run("broker_connection", args, diff=True)
+        assert not failed, res
+        assert res["changed"] is True and res["connection"]["started"] is False
+        assert res["method"] == ("mbean" if lab["version"] >= "2.39" else "broker_operation")
+        failed, res = run("broker_connection", args)
+        assert not failed and res["changed"] is False
+        # a stopped connection is "not connected" in every version (connected_source: stopped before 2.39)
+        failed, res = run("mirror_wait", site_args(lab, "dc2", connected=False, direction="outgoing", wait=False))
+        assert not failed, res.get("msg")
+    finally:
+        failed, res = run("broker_connection", dict(args, state="started"))
+        assert not failed and res["connection"]["started"] is True
+    if observable:
+        failed, res = run("mirror_wait", site_args(lab, "dc2", connected=True, direction="outgoing",
+                                                   wait_timeout=30, wait_sleep=0.5))
+        assert not failed, res.get("msg")
+
+
+def test_errors_reach_the_operator(lab):
+    failed, res = run("broker_info", site_args(lab, "dc1", password="wrong"))
+    assert failed and "HTTP 401" in res["msg"] and "wrong" not in res["msg"]
+    failed, res = run("broker_info", site_args(lab, "dc1", broker_name="dc9"))
+    assert failed and "'dc9' does not exist" in res["msg"] and "dc1" in res["msg"]
+    failed, res = run("broker_info", site_args(lab, "dc1", origin="http://evil.example.com"))
+    assert failed and "jolokia-access.xml" in res["msg"]
