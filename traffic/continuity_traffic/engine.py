@@ -167,8 +167,8 @@ class Producer(amqp.ManagedClient):
 
     def _settled(self, event, outcome: str) -> None:
         pend = getattr(event.delivery, "_ct_pending", None)
-        if pend is None or pend.done:
-            return
+        if pend is None or pend.done or self.ledger.closed:
+            return  # (after close the send was already recorded in doubt)
         self.pending.pop((pend.msg_id, pend.attempt), None)
         now = time.time()
         self._finish(pend, outcome, now, None, now)
@@ -244,6 +244,11 @@ class Consumer(amqp.ManagedClient):
             event.container.declare_transaction(self.connection, handler=self)
 
     def on_message(self, event) -> None:
+        if self.ledger.closed:
+            # prefetched before the close and handed out by proton afterwards: not acknowledged, so the broker
+            # redelivers it to the next consumer; nothing to record
+            self.engine.counters.add("received_after_close")
+            return
         now = time.time()
         self.last_message = time.monotonic()
         msg = event.message

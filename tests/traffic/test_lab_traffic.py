@@ -1,0 +1,146 @@
+"""The traffic tool against the two-site lab broker (SASL PLAIN, dual mirror, acceptor fencing over Jolokia)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from support import load_ledgers, read_status, reconcile, run_traffic, spawn_traffic, wait_for
+
+
+# Each test gets an address of its own (auto-created as an anycast queue on both sites through the `queue`
+# capability and the mirror), so a failed run's leftovers never leak into the next test.
+@pytest.fixture
+def addr() -> str:
+    return f"traffic.test.{uuid.uuid4().hex[:8]}"
+
+
+def lab_args(lab, address: str, *sites: str) -> list[str]:
+    out: list[str] = []
+    for s in sites:
+        out += ["--url", f"{s}={lab.url(s)}"]
+    return [*out, "--user", lab.user, "--address", address]
+
+
+def env(lab) -> dict:
+    return {"CONTINUITY_TRAFFIC_PASSWORD": lab.password}
+
+
+def wait_drained(lab, address: str, timeout: float = 30) -> None:
+    wait_for(lambda: lab.queue_count("dc1", address) == 0 and lab.queue_count("dc2", address) == 0, timeout,
+             what=f"{address} empty on both sites")
+
+
+@pytest.mark.slow
+def test_lab_60s_at_500_per_second_zero_loss_zero_duplicates(lab_takes_bursts, tmp_path, addr):
+    lab = lab_takes_bursts
+    res = run_traffic("run", *lab_args(lab, addr, "dc1", "dc2"), "--rate", "500", "-P", "2", "-C", "2", "--duration",
+                      "60", "--drain-timeout", "150", "--evidence-dir", str(tmp_path), "--run-id", "lab60",
+                      "--status-file", str(tmp_path / "status.json"), "--display", "log", env=env(lab), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    led = load_ledgers(tmp_path / "lab60")
+    assert not led.invalid, led.invalid[:5]
+    assert all(e is not None and e["clean"] for e in led.ends.values()), led.ends
+    rec = reconcile(led)
+    assert rec.accepted >= 0.95 * 30000, rec.accepted
+    assert rec.lost == [] and rec.duplicates == {} and rec.in_doubt_only == []
+    assert {r["site"] for r in led.received} == {"dc1"}
+    wait_drained(lab, addr)  # the consumers' acks reached dc2 through the mirror as well
+
+
+def test_lab_consumer_killed_and_restarted_shows_redelivered(lab_takes_bursts, tmp_path, addr):
+    lab = lab_takes_bursts
+    common = ["--evidence-dir", str(tmp_path), "--run-id", "labkill", "--display", "log"]
+    prod = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "1", "-C", "0", "--rate", "200", "--name", "prod",
+                         *common, env=env(lab), log=tmp_path / "prod.log")
+    cons1 = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "0", "-C", "1", "--ack-mode", "batch",
+                          "--batch-size", "50", "--batch-timeout", "5", "--name", "cons1", "--status-file",
+                          str(tmp_path / "c1.json"), *common, env=env(lab), log=tmp_path / "cons1.log")
+    try:
+        wait_for(lambda: (read_status(tmp_path / "c1.json") or {}).get("received", 0) >= 120, 30,
+                 what="the first consumer to receive 120 messages")
+        os.kill(cons1.pid, signal.SIGKILL)
+        killed_at = time.time()
+        cons1.wait()
+        cons2 = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "0", "-C", "1", "--ack-mode", "batch",
+                              "--batch-size", "50", "--batch-timeout", "0.5", "--name", "cons2", *common,
+                              env=env(lab), log=tmp_path / "cons2.log")
+        time.sleep(3)
+        prod.send_signal(signal.SIGTERM)
+        assert prod.wait(60) == 0, (tmp_path / "prod.log").read_text()[-2000:]
+        wait_for(lambda: lab.queue_count("dc1", addr) == 0, 30, what="dc1 drained by the new consumer")
+        cons2.send_signal(signal.SIGTERM)
+        assert cons2.wait(60) == 0, (tmp_path / "cons2.log").read_text()[-2000:]
+    finally:
+        for p in (prod, cons1):
+            if p.poll() is None:
+                p.kill()
+    led = load_ledgers(tmp_path / "labkill")
+    assert not led.invalid, led.invalid[:5]
+    redelivered = [r for r in led.received if r["redelivered"]]
+    assert redelivered and all(r["consumer"].startswith("cons2") for r in redelivered)
+    rec = reconcile(led)
+    sent_ts = {r["msg_id"]: r["send_ts"] for r in led.sent}
+    assert [m for m in rec.lost if sent_ts[m] < killed_at - 2.0] == []
+
+
+def snf_backlog(lab, site: str) -> int:
+    return lab.queue_count(site, "$ACTIVEMQ_ARTEMIS_MIRROR_" + lab.site(site)["mirror_connection"])
+
+
+def test_lab_clients_follow_a_swapover(lab_takes_bursts, tmp_path, addr):
+    """A swapover done by hand the way the runbooks do it (acceptors over Jolokia): dc2 passive (client acceptor
+    stopped), traffic on dc1; fence dc1, wait for both mirrors to drain, activate dc2. Clients keep retrying while
+    no site serves and follow to dc2; nothing is lost, and a message received twice is either a resend of an
+    in-doubt send or was acknowledged on dc1 just before the fence (an ack in flight when the acceptor dropped the
+    connection never reaches dc1, so the message is still on dc2): never a duplicate from steady state."""
+    lab = lab_takes_bursts
+    status = tmp_path / "s.json"
+    lab.acceptor("dc2", "artemis", "stop")
+    proc = None
+    try:
+        proc = spawn_traffic("run", *lab_args(lab, addr, "dc1", "dc2"), "--rate", "200", "-P", "1", "-C", "1",
+                             "--evidence-dir", str(tmp_path), "--run-id", "labswap", "--status-file", str(status),
+                             "--display", "log", env=env(lab), log=tmp_path / "swap.log")
+        wait_for(lambda: (read_status(status) or {}).get("received", 0) >= 200, 30, what="traffic on dc1")
+        fence_ts = time.time()
+        lab.acceptor("dc1", "artemis", "stop")
+        wait_for(lambda: snf_backlog(lab, "dc1") == 0 and snf_backlog(lab, "dc2") == 0, 30, what="mirrors drained")
+        lab.acceptor("dc2", "artemis", "start")
+        wait_for(lambda: set((read_status(status) or {}).get("sites", {}).values()) == {"dc2"}, 30,
+                 what="both clients on dc2")
+        wait_for(lambda: (read_status(status) or {}).get("received", 0) >= 500, 30, what="traffic on dc2")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, (tmp_path / "swap.log").read_text()[-2000:]
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        lab.acceptor("dc2", "artemis", "stop")  # back to dc1 active for the next test
+        lab.acceptor("dc1", "artemis", "start")
+        lab.acceptor("dc2", "artemis", "start")
+    led = load_ledgers(tmp_path / "labswap")
+    assert not led.invalid
+    assert all(e is not None and e["clean"] for e in led.ends.values())
+    rec = reconcile(led)
+    assert {r["site"] for r in led.received} == {"dc1", "dc2"}
+    assert rec.lost == [], rec.lost[:10]
+    in_doubt = {r["msg_id"] for r in led.sent if r["outcome"] == "in_doubt"}
+    first_ack = {}
+    for r in sorted(led.received, key=lambda r: r["recv_ts"]):
+        first_ack.setdefault(r["msg_id"], r)
+    for msg_id in rec.duplicates:
+        first = first_ack[msg_id]
+        ack_in_flight = first["site"] == "dc1" and fence_ts - 1.0 <= first["ack_ts"] <= fence_ts + 1.0
+        assert msg_id in in_doubt or ack_in_flight, (msg_id, first, fence_ts)
+    assert read_status(status)["disconnects"] >= 2
+
+
+def test_lab_wrong_password_exits_3_quickly(lab, tmp_path, addr):
+    start = time.monotonic()
+    res = run_traffic("run", *lab_args(lab, addr, "dc1"), "--evidence-dir", str(tmp_path), "--display", "quiet",
+                      env={"CONTINUITY_TRAFFIC_PASSWORD": "wrong"}, timeout=60)
+    assert res.returncode == 3 and "authentication failed" in res.stderr
+    assert time.monotonic() - start < 20
