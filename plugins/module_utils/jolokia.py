@@ -384,7 +384,8 @@ class JolokiaClient:
             finally:
                 self.last_elapsed = time.monotonic() - started
             return self._decode(status, headers, data, payload)
-        assert last is not None
+        if last is None:  # unreachable: the loop runs at least once and returns or records a failure
+            raise ConnectionFailed("no attempt made")
         if attempts > 1:
             raise ConnectionFailed("%s (after %d attempts)" % (last, attempts)) from last
         raise last
@@ -517,10 +518,11 @@ class JolokiaClient:
         except JolokiaError:
             return err
         if wanted not in names:
-            return NotFound("Broker %r does not exist at %s; brokers there: %s" % (
-                wanted, self.url, ", ".join(names) or "none"), status=404, error_type=err.error_type,
-                error=err.error, request=err.request, hint="Set 'broker_name' to one of them (or omit it to "
-                                                            "discover the only broker)")
+            hint = "Set 'broker_name' to one of them (or omit it to discover the only broker)"
+            message = "Broker %r does not exist at %s; brokers there: %s" % (wanted, self.url,
+                                                                             ", ".join(names) or "none")
+            return NotFound(message, status=404, error_type=err.error_type, error=err.error, request=err.request,
+                            hint=hint)
         return err
 
 

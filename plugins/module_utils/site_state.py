@@ -73,8 +73,8 @@ def _pattern_value(res: Optional[j.Result], notes: List[str], what: str) -> Dict
     text = res.error or ""
     if res.status == 404 or (res.status == 400 and ("No matching" in text or "No MBean" in text)):
         return {}
-    notes.append("%s unavailable: %s" % (what, j.error_from_item(res.request, res.status, res.error_type,
-                                                                   res.error)))
+    err = j.error_from_item(res.request, res.status, res.error_type, res.error)
+    notes.append("%s unavailable: %s" % (what, err))
     return {}
 
 
@@ -212,9 +212,9 @@ def parse_snapshot(broker_name: str, results: Sequence[j.Result], ts: float, url
         if is_mirror:
             mirrors[name] = {"connection": name, "snf_queue": snf_name, "snf": snf}
     if connections and feats and not feats.get("snf_queue_mbean"):
+        since = versions.since("snf_queue_mbean")
         notes.append("mirror SNF queue has no MBean before Artemis %s (broker is %s): backlog taken from "
-                     "listQueues when it lists the queue, else null" % (versions.since("snf_queue_mbean"),
-                                                                       version_text))
+                     "listQueues when it lists the queue, else null" % (since, version_text))
 
     _infer_connected(connections, mirrors)
 

@@ -102,6 +102,10 @@ def read_acceptors(client, broker):
     return out
 
 
+def _states(acceptors, names):
+    return {n: ("started" if acceptors[n]["started"] else "stopped") for n in names}
+
+
 def main():
     spec = jolokia_argument_spec()
     spec.update(name=dict(type="list", elements="str", required=True, aliases=["names"]),
@@ -145,8 +149,7 @@ def main():
                     "the mirror its own acceptor and stop only the client acceptors." % broker)
     result = dict(changed=bool(to_change), acceptors=after, changed_acceptors=to_change)
     if module._diff:
-        state = lambda d: {n: ("started" if d[n]["started"] else "stopped") for n in names}  # noqa: E731
-        result["diff"] = {"before": state(before), "after": state(after)}
+        result["diff"] = {"before": _states(before, names), "after": _states(after, names)}
     module.exit_json(**result)
 
 
