@@ -1,0 +1,46 @@
+"""SparkSession construction. Local by default; under spark-submit the master and resources come from it."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def under_spark_submit() -> bool:
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
+def session(master: str | None = None, app_name: str = "continuity-pipeline", shuffle_partitions: int = 8,
+            driver_memory: str | None = None, ui: bool = False) -> SparkSession:
+    """A SparkSession for the pipeline.
+
+    ``master`` None means: keep what spark-submit configured, else ``local[2]`` (a plain ``python -m`` run).
+    AQE stays on so the shuffle partition count adapts to the data; the initial count is small because a
+    rehearsal's ledgers are millions of rows, not billions.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    # spark-submit starts the JVM first and hands the Python driver its gateway port: then the master and the
+    # resources are spark-submit's and must not be overridden here.
+    if not under_spark_submit():
+        builder = builder.master(master or "local[2]")
+    if driver_memory and not under_spark_submit():
+        builder = builder.config("spark.driver.memory", driver_memory)
+    builder = (builder
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.sql.adaptive.enabled", "true")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.enabled", "true" if ui else "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               # A corrupt file must not abort the whole run: the reader compares the files it could read
+               # with the files it listed and reports every one that yielded nothing.
+               .config("spark.sql.files.ignoreCorruptFiles", "true")
+               .config("spark.sql.parquet.compression.codec", "zstd")
+               # The reader extracts ~80 fields from ONE from_json; this rewrite would otherwise turn it into one
+               # JSON parse per field (and an optimizer blow-up on the validation expressions).
+               .config("spark.sql.optimizer.enableJsonExpressionOptimization", "false"))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
