@@ -27,7 +27,7 @@ __metaclass__ = type
 
 import json
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
 from ansible_collections.continuity.artemis.plugins.module_utils import lag
@@ -44,23 +44,28 @@ CONNECTION_ATTRS = ("Name", "Started", "Connected", "Uri", "Protocol", "User", "
 ACCEPTOR_ATTRS = ("Started", "Parameters")
 ADDRESS_ATTRS = ("Paused", "RoutingTypes", "MessageCount", "QueueNames")
 
-_ITEMS = ("broker", "status", "pending", "queues", "bconn_mbeans", "bconn_list", "acceptors", "addresses")
+def snapshot_requests(broker_name: str, include_addresses: bool = False, include_acceptors: bool = True,
+                      include_connection_mbeans: bool = False) -> List[Tuple[str, dict]]:
+    """``(key, request)`` pairs of one snapshot; :func:`parse_snapshot` takes ``{key: Result}``.
 
-
-def snapshot_requests(broker_name: str, include_addresses: bool = False) -> List[dict]:
-    """The request items of one snapshot, in the order :func:`parse_snapshot` expects."""
+    ``listBrokerConnections()`` already carries ``uri``/``connected`` on 2.39+, so the broker-connection MBeans
+    (``User``, ``RetryInterval``, ``ReconnectAttempts``) are only read on request: every wildcard read has a cost
+    that grows with the number of MBeans on some servers (the lab scans them all).
+    """
     b = on.broker(broker_name)
     reqs = [
-        j.read_request(b, list(BROKER_ATTRS)),
-        j.read_request(b, "Status"),
-        j.read_request(b, "PendingMirrorAcks"),
-        j.read_request(on.all_queues(broker_name), list(QUEUE_ATTRS)),
-        j.read_request(on.all_broker_connections(broker_name), list(CONNECTION_ATTRS)),
-        j.exec_request(b, "listBrokerConnections()"),
-        j.read_request(on.all_acceptors(broker_name), list(ACCEPTOR_ATTRS)),
+        ("broker", j.read_request(b, list(BROKER_ATTRS))),
+        ("status", j.read_request(b, "Status")),
+        ("pending", j.read_request(b, "PendingMirrorAcks")),
+        ("queues", j.read_request(on.all_queues(broker_name), list(QUEUE_ATTRS))),
+        ("bconn_list", j.exec_request(b, "listBrokerConnections()")),
     ]
+    if include_connection_mbeans:
+        reqs.append(("bconn_mbeans", j.read_request(on.all_broker_connections(broker_name), list(CONNECTION_ATTRS))))
+    if include_acceptors:
+        reqs.append(("acceptors", j.read_request(on.all_acceptors(broker_name), list(ACCEPTOR_ATTRS))))
     if include_addresses:
-        reqs.append(j.read_request(on.all_addresses(broker_name), list(ADDRESS_ATTRS)))
+        reqs.append(("addresses", j.read_request(on.all_addresses(broker_name), list(ADDRESS_ATTRS))))
     return reqs
 
 
@@ -116,13 +121,13 @@ def _parse_json_string(value: Any) -> Any:
     return value
 
 
-def parse_snapshot(broker_name: str, results: Sequence[j.Result], ts: float, url: Optional[str] = None) -> dict:
-    """Turn the results of :func:`snapshot_requests` into a plain snapshot dict.
+def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, url: Optional[str] = None) -> dict:
+    """Turn the results of :func:`snapshot_requests` (``{key: Result}``) into a plain snapshot dict.
 
     Raises the typed error when the broker read itself failed (nothing useful without it). Anything else that
     failed is ``None``/empty with an entry in ``notes``; a missing feature is never reported as zero.
     """
-    items = dict(zip(_ITEMS, results, strict=False))  # 7 or 8 items
+    items = results
     notes: List[str] = []
     broker_res = items["broker"]
     broker_res.raise_for_status()
@@ -179,7 +184,7 @@ def parse_snapshot(broker_name: str, results: Sequence[j.Result], ts: float, url
             }
     else:
         notes.append("listBrokerConnections failed: %s" % (list_res.error or list_res.status))
-    for mbean, attrs in _pattern_value(items["bconn_mbeans"], [], "broker-connection MBeans").items():
+    for mbean, attrs in _pattern_value(items.get("bconn_mbeans"), [], "broker-connection MBeans").items():
         try:
             _, props = on.parse(mbean)
         except on.ObjectNameError:
@@ -218,14 +223,15 @@ def parse_snapshot(broker_name: str, results: Sequence[j.Result], ts: float, url
 
     _infer_connected(connections, mirrors)
 
-    acceptors: Dict[str, dict] = {}
-    for mbean, attrs in _pattern_value(items["acceptors"], notes, "acceptor MBeans").items():
+    acceptors: Optional[Dict[str, dict]] = {} if "acceptors" in items else None
+    for mbean, attrs in _pattern_value(items.get("acceptors"), notes, "acceptor MBeans").items():
         try:
             _, props = on.parse(mbean)
         except on.ObjectNameError:
             continue
-        acceptors[props.get("name")] = {"name": props.get("name"), "started": _opt_bool(attrs.get("Started")),
-                                        "parameters": attrs.get("Parameters"), "mbean": mbean}
+        if acceptors is not None:
+            acceptors[props.get("name")] = {"name": props.get("name"), "started": _opt_bool(attrs.get("Started")),
+                                            "parameters": attrs.get("Parameters"), "mbean": mbean}
 
     addresses: Optional[Dict[str, dict]] = None
     if items.get("addresses") is not None:
@@ -334,15 +340,17 @@ class SiteCollector:
             self.broker_name = self.client.discover_broker()
         return self.broker_name
 
-    def collect(self, include_addresses: bool = False) -> dict:
+    def collect(self, include_addresses: bool = False, include_acceptors: bool = True,
+                include_connection_mbeans: bool = False) -> dict:
         broker_name = self.resolve_broker()
         start_count = self.client.request_count
         started = time.monotonic()
-        reqs = snapshot_requests(broker_name, include_addresses)
-        results = self.client.bulk(reqs)
+        pairs = snapshot_requests(broker_name, include_addresses, include_acceptors, include_connection_mbeans)
+        results = self.client.bulk([req for _key, req in pairs])
         ts = self._clock()
         self.client.value_of(results[0])  # the broker read failing makes the snapshot useless: raise
-        snap = parse_snapshot(broker_name, results, ts, self.client.url)
+        snap = parse_snapshot(broker_name, {key: res for (key, _req), res in zip(pairs, results, strict=True)}, ts,
+                              self.client.url)
         # Before 2.32 the SNF queue has no MBean and may be missing from QueueNames: ask listQueues whenever the
         # broker has connections, and learn which of them are mirrors from the answer.
         pending = [m for m in snap["mirrors"].values() if m["snf"] is None]
@@ -362,9 +370,31 @@ class SiteCollector:
         snap["elapsed"] = time.monotonic() - started
         return snap
 
-    def collect_or_unreachable(self, include_addresses: bool = False) -> dict:
+    def collect_counters(self, connections: Sequence[str]) -> dict:
+        """A light sample: only the SNF queues of the named mirror connections, by exact name (one request,
+        cheap whatever the number of queues). Enough for rates (:func:`snf_sample`); everything else empty."""
+        broker_name = self.resolve_broker()
+        start_count = self.client.request_count
+        names = list(connections)
+        reqs = [j.read_request(on.queue(broker_name, lag.snf_queue_name(c), lag.snf_queue_name(c)),
+                               ["MessageCount", "DeliveringCount", "ConsumerCount", "MessagesAdded",
+                                "MessagesAcknowledged"]) for c in names]
+        results = self.client.bulk(reqs) if reqs else []
+        ts = self._clock()
+        mirrors = {}
+        for conn, res in zip(names, results, strict=True):
+            snf = None
+            if res.ok:
+                _, props = on.parse(res.request["mbean"])
+                snf = _queue_entry(lag.snf_queue_name(conn), props, res.value or {}, res.request["mbean"])
+            mirrors[conn] = {"connection": conn, "snf_queue": lag.snf_queue_name(conn), "snf": snf}
+        return {"site": self.site, "url": self.client.url, "broker": broker_name, "reachable": True, "ts": ts,
+                "light": True, "mirrors": mirrors, "connections": {}, "queues": {}, "notes": [],
+                "requests": self.client.request_count - start_count}
+
+    def collect_or_unreachable(self, include_addresses: bool = False, include_acceptors: bool = True) -> dict:
         try:
-            return self.collect(include_addresses)
+            return self.collect(include_addresses, include_acceptors)
         except (j.ConnectionFailed, j.ProtocolError) as exc:
             return unreachable(self.site, self.client.url, self.broker_name, exc, self._clock())
 

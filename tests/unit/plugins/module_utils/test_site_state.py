@@ -43,8 +43,9 @@ def test_snapshot_2_44(snap_of):
     assert snap["version"] == "2.44.0" and snap["features"]["pending_mirror_acks"]
     assert snap["pending_mirror_acks"] == 0
     conn = snap["connections"]["DC2"]
-    assert conn["source"] == "mbean" and conn["connected"] is True and conn["uri"] == "tcp://dc2:5673"
-    assert conn["mirror"] is True
+    # listBrokerConnections carries uri/connected on 2.39+: no MBean wildcard read needed
+    assert conn["source"] == "listBrokerConnections" and conn["connected"] is True
+    assert conn["uri"] == "tcp://dc2:5673" and conn["mirror"] is True
     assert snap["mirrors"]["DC2"]["snf"]["message_count"] == 0
     assert snap["acceptors"]["amqp"]["started"] is True
     q = snap["queues"]["orders"]
@@ -52,6 +53,22 @@ def test_snapshot_2_44(snap_of):
     assert snap["status"]["server"]["state"] == "STARTED"  # Status JSON string decoded
     assert "orders" in snap["addresses"] and snap["addresses"]["orders"]["paused"] is False
     assert snap["notes"] == []
+
+
+def test_connection_mbeans_on_request_and_no_acceptors(snap_of):
+    snap, _, _ = snap_of("site-2.44-dc1.json", include_connection_mbeans=True, include_acceptors=False)
+    conn = snap["connections"]["DC2"]
+    assert conn["source"] == "mbean" and conn["retry_interval"] == 5000 and conn["user"] == "mirror"
+    assert snap["acceptors"] is None  # not read, which is not the same as "no acceptors"
+
+
+def test_light_counters_sample(snap_of):
+    _, broker, col = snap_of("site-2.44-dc1.json")
+    before = broker.http_requests
+    light = col.collect_counters(["DC2", "NOPE"])
+    assert broker.http_requests == before + 1 and light["requests"] == 1
+    assert ss.snf_sample(light, "DC2").messages_added == 1000
+    assert ss.snf_sample(light, "NOPE") is None
 
 
 def test_snapshot_2_33_reports_missing_features_as_null(snap_of):
@@ -148,4 +165,4 @@ def test_parse_snapshot_raises_when_broker_read_fails():
     bad = jolokia.Result(req, {"status": 403, "error_type": "java.lang.Exception",
                                "error": "java.lang.Exception : User not authorized to access attribute: Name"})
     with pytest.raises(jolokia.PermissionDenied):
-        ss.parse_snapshot("x", [bad] * 7, 1.0)
+        ss.parse_snapshot("x", {"broker": bad, "status": bad, "pending": bad, "queues": bad, "bconn_list": bad}, 1.0)

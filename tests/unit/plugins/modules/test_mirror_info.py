@@ -66,6 +66,19 @@ def test_outage_backlog_rates_and_no_made_up_lag(pair, jfake, fake_time):
     assert c["queue_diff_count"] == 1
 
 
+def test_named_connection_uses_a_light_first_sample(pair, jfake, fake_time):
+    dc1, dc2 = pair()
+    snf = dc1.queues[-1]
+    snf.update(MessageCount=100, MessagesAdded=1000, MessagesAcknowledged=900)
+    fake_time.on_sleep = lambda s: snf.update(MessageCount=50, MessagesAdded=1100, MessagesAcknowledged=1050)
+    res = jfake.run_module(mirror_info, args(connection="DC2")).result
+    (c,) = res["connections"]
+    assert c["drain_rate"] == pytest.approx(150.0) and c["lag_seconds"] == pytest.approx(1.0)
+    light = [call for call in dc1.calls if call[0] == "read" and "MIRROR_DC2" in call[1]]
+    assert light  # exact read of the SNF queue, not a wildcard
+    assert dc1.http_requests == 2 and dc2.http_requests == 1
+
+
 def test_lag_sample_is_valid_evidence(pair, jfake, fake_time):
     pair()
     res = jfake.run_module(mirror_info, args()).result

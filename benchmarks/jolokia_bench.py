@@ -1,0 +1,139 @@
+"""Benchmark (not a test): mirror_info on a site with 1,000 queues - HTTP requests per site and time inside the module.
+
+Target (issue 5): at most 2 HTTP requests per site and under 1 s inside the module. Also measures one site snapshot
+(the agent's sampling cost) and how long mirror_wait takes to notice a drained backlog.
+
+Brings up its own two-site lab (labctl, free ports, temporary root) unless --endpoints names a running lab's
+endpoints.json, creates N queues on both sites over Jolokia (createQueue JSON form, ignoreIfExists), then runs the
+mirror_info module in-process (its real main(), arguments as Ansible passes them) and prints one JSON line.
+
+    .venv/bin/python benchmarks/jolokia_bench.py --queues 1000 --runs 5
+    .venv/bin/python benchmarks/jolokia_bench.py --endpoints build/lab/endpoints.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "lab"))
+
+from ansible_collections.continuity.artemis.plugins.module_utils import jolokia  # noqa: E402
+from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on  # noqa: E402
+from ansible_collections.continuity.artemis.plugins.module_utils.site_state import SiteCollector  # noqa: E402
+
+
+def site_conn(site: dict[str, Any]) -> dict[str, Any]:
+    return {"url": site["jolokia_url"], "username": site["credentials"]["user"],
+            "password": site["credentials"]["password"], "broker_name": site["broker_name"]}
+
+
+def create_queues(site: dict[str, Any], count: int, prefix: str = "bench.q") -> float:
+    """Create ``count`` anycast queues in bulk requests of 200; returns the seconds it took."""
+    client = jolokia.client_from_options(site_conn(site), timeout=60)
+    started = time.monotonic()
+    broker = on.broker(site["broker_name"])
+    for first in range(0, count, 200):
+        reqs = []
+        for i in range(first, min(count, first + 200)):
+            name = f"{prefix}{i:05d}"
+            conf = json.dumps({"name": name, "address": name, "routing-type": "ANYCAST", "durable": True})
+            reqs.append(jolokia.exec_request(broker, "createQueue(java.lang.String,boolean)", conf, True))
+        for res in client.bulk(reqs):
+            res.raise_for_status()
+    return time.monotonic() - started
+
+
+def run_module(module: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Run an Ansible module's main() in-process the way AnsiballZ does; return its JSON result."""
+    from ansible.module_utils.testing import patch_module_args
+
+    out = io.StringIO()
+    with patch_module_args(args), contextlib.redirect_stdout(out):
+        try:
+            module.main()
+        except SystemExit:
+            pass
+    return json.loads(out.getvalue())
+
+
+def bench(endpoints: dict[str, Any], queues: int, runs: int, interval: float) -> dict[str, Any]:
+    from ansible_collections.continuity.artemis.plugins.modules import mirror_info
+
+    dc1, dc2 = endpoints["sites"]["dc1"], endpoints["sites"]["dc2"]
+    create_s = create_queues(dc1, queues) + create_queues(dc2, queues)
+    args = dict(site_conn(dc1), peer=site_conn(dc2), sample_interval=interval)
+    results = []
+    for _ in range(runs):
+        started = time.monotonic()
+        res = run_module(mirror_info, args)
+        wall = time.monotonic() - started
+        if res.get("failed"):
+            raise SystemExit(f"mirror_info failed: {res.get('msg')}")
+        results.append({"wall": wall, "inside": res["elapsed"] - interval, "site_requests": res["site"]["requests"],
+                        "peer_requests": res["peer_site"]["requests"],
+                        "compared": res["queue_comparison"]["compared"]})
+    # the agent's cost: one snapshot of one site
+    col = SiteCollector(jolokia.client_from_options(site_conn(dc1)), dc1["broker_name"])
+    snaps = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        snap = col.collect()
+        snaps.append(time.monotonic() - t0)
+    inside = [r["inside"] for r in results]
+    return {
+        "benchmark": "jolokia_bench",
+        "broker_version": endpoints.get("broker_version"),
+        "queues_per_site": len(snap["queues"]),
+        "queue_create_seconds": round(create_s, 3),
+        "sample_interval": interval,
+        "runs": runs,
+        "mirror_info_inside_s": {"median": round(statistics.median(inside), 4), "max": round(max(inside), 4)},
+        "mirror_info_wall_s_median": round(statistics.median(r["wall"] for r in results), 4),
+        "http_requests_site": sorted({r["site_requests"] for r in results}),
+        "http_requests_peer": sorted({r["peer_requests"] for r in results}),
+        "queues_compared": results[-1]["compared"],
+        "snapshot_s": {"median": round(statistics.median(snaps), 4), "max": round(max(snaps), 4)},
+        "target": {"http_requests_per_site_max": 2, "inside_module_s_max": 1.0},
+        "pass": max(inside) < 1.0 and max(r["site_requests"] for r in results) <= 2
+        and max(r["peer_requests"] for r in results) <= 2,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queues", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--interval", type=float, default=1.0, help="mirror_info sample_interval (subtracted)")
+    ap.add_argument("--endpoints", help="endpoints.json of a running lab (default: start a private lab)")
+    ap.add_argument("--version", default=os.environ.get("LAB_ARTEMIS_VERSION", "2.44.0"))
+    opts = ap.parse_args(argv)
+    if opts.endpoints:
+        print(json.dumps(bench(json.loads(Path(opts.endpoints).read_text()), opts.queues, opts.runs, opts.interval)))
+        return 0
+    from artemis_lab import labctl
+
+    root = Path(tempfile.mkdtemp(prefix="jolokia-bench-"))
+    env = {"LAB_ROOT": str(root), "LAB_PORT_BASE": "auto", "LAB_ARTEMIS_VERSION": opts.version,
+           "LAB_DIST_DIR": os.environ.get("LAB_DIST_DIR", str(ROOT / "build" / "lab-dist"))}
+    plan = labctl.make_plan({**os.environ, **env})
+    try:
+        endpoints = labctl.up(plan)
+        print(json.dumps(bench(endpoints, opts.queues, opts.runs, opts.interval)))
+    finally:
+        labctl.down(plan)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
