@@ -40,17 +40,17 @@ def assert_clean_ledgers(led, expect_files: int) -> None:
 
 
 @pytest.mark.slow
-def test_60s_at_500_per_second_reconciles_to_zero_loss_and_zero_duplicates(tmp_path):
-    """The one long test: 60 s, 500 msg/s, 2 producers, 2 consumers, no fault."""
+def test_10s_at_500_per_second_reconciles_to_zero_loss_and_zero_duplicates(tmp_path):
+    """10 s, 500 msg/s, 2 producers, 2 consumers, no fault (the 60 s run is test_lab_traffic.py's, on the lab)."""
     with MiniBroker(["dc1", "dc2"], mirror=True) as b:
-        res = run_traffic("run", *urls(b, "dc1", "dc2"), "--rate", "500", "-P", "2", "-C", "2", "--duration", "60",
+        res = run_traffic("run", *urls(b, "dc1", "dc2"), "--rate", "500", "-P", "2", "-C", "2", "--duration", "10",
                           "--evidence-dir", str(tmp_path), "--run-id", "long", "--status-file",
-                          str(tmp_path / "status.json"), "--display", "log", timeout=150)
+                          str(tmp_path / "status.json"), "--display", "log", timeout=90)
         assert res.returncode == 0, res.stdout + res.stderr
     led = load_ledgers(tmp_path / "long")
     assert_clean_ledgers(led, 4)
     rec = reconcile(led)
-    assert 0.95 * 30000 <= rec.accepted <= 1.05 * 30000, rec.accepted  # the rate was held
+    assert 0.95 * 5000 <= rec.accepted <= 1.05 * 5000, rec.accepted  # the rate was held
     assert rec.lost == [] and rec.duplicates == {} and rec.in_doubt_only == []
     assert rec.received_ids == rec.accepted and rec.redelivered_records == 0
     # per-producer sequences are gap-free from 0
@@ -59,7 +59,7 @@ def test_60s_at_500_per_second_reconciles_to_zero_loss_and_zero_duplicates(tmp_p
         assert seqs == list(range(len(seqs)))
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["state"] == "stopped" and status["sent"]["accepted"] == rec.accepted
-    assert "duration 60s" in status["stop_reason"]
+    assert "duration 10s" in status["stop_reason"]
 
 
 def test_consumer_killed_and_restarted_shows_redelivered(tmp_path):

@@ -1,0 +1,72 @@
+"""Ceiling of the rehearsal traffic tool on this machine: `--rate 0` (as fast as credit allows) for a few seconds.
+
+    .venv/bin/python benchmarks/traffic_max_rate.py [--seconds 10] [--producers 1] [--consumers 1] [--size 256]
+        [--endpoints build/lab/endpoints.json]
+
+Without --endpoints the target is the in-process test broker (tests/unit/plugins/module_utils/amqp_support.py,
+one Python thread: it is often the bottleneck, so the number is a floor for the tool). With --endpoints the
+target is a running lab's dc1 (SASL PLAIN from the endpoints file). Prints one JSON line: accepted sends/s,
+acknowledged receives/s, and whether the ledgers reconcile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "traffic"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--producers", type=int, default=1)
+    ap.add_argument("--consumers", type=int, default=1)
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--endpoints", help="endpoints.json of a running lab")
+    args = ap.parse_args()
+
+    from support import MiniBroker, load_ledgers, reconcile
+
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if args.endpoints:
+            site = json.loads(Path(args.endpoints).read_text())["sites"]["dc1"]
+            target = ["--url", f"dc1={site['amqp_url']}", "--user", site["credentials"]["user"],
+                      "--address", "bench.traffic"]
+            env["CONTINUITY_TRAFFIC_PASSWORD"] = site["credentials"]["password"]
+            backend = "lab"
+        else:
+            broker = stack.enter_context(MiniBroker(["dc1"]))
+            target = ["--url", f"dc1={broker.url('dc1')}"]
+            backend = "test-broker"
+        status = Path(tmp) / "status.json"
+        cmd = [sys.executable, "-m", "continuity_traffic", "run", *target, "--rate", "0", "-P",
+               str(args.producers), "-C", str(args.consumers), "--size", str(args.size), "--duration",
+               str(args.seconds), "--drain-timeout", "60", "--evidence-dir", tmp, "--run-id", "bench",
+               "--status-file", str(status), "--display", "quiet"]
+        start = time.monotonic()
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.seconds + 120)
+        wall = time.monotonic() - start
+        snap = json.loads(status.read_text())
+        rec = reconcile(load_ledgers(Path(tmp) / "bench"))
+    accepted = snap["sent"].get("accepted", 0)
+    print(json.dumps({
+        "backend": backend, "seconds": args.seconds, "producers": args.producers, "consumers": args.consumers,
+        "size": args.size, "accepted": accepted, "accepted_per_s": round(accepted / args.seconds, 1),
+        "acked": snap["acked"], "acked_per_s_incl_drain": round(snap["acked"] / max(1e-6, snap["elapsed"]), 1),
+        "wall_s": round(wall, 1), "exit": res.returncode, "lost": len(rec.lost), "duplicates": len(rec.duplicates),
+        "cpus": os.cpu_count()}))
+    return 0 if res.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
