@@ -294,3 +294,32 @@ def fake_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeLab]:
     lab = start_fake_lab(tmp_path_factory.mktemp("fake"))
     yield lab
     lab.server.stop()
+
+
+# --- a lab broker on the configured engine: acceptors artemis + amqp, queue orders, mirror DC2 to a closed port
+ENGINE_MIRROR_XML = """      <broker-connections>
+         <amqp-connection uri="tcp://127.0.0.1:{port}" name="DC2" user="admin" password="x" retry-interval="500"
+                          reconnect-attempts="-1">
+            <mirror/>
+         </amqp-connection>
+      </broker-connections>
+      <acceptors>
+         <acceptor name="amqp">tcp://127.0.0.1:{amqp}?protocols=AMQP;amqpCredits=1000</acceptor>"""
+ENGINE_ORDERS_XML = """         <address name="orders"><anycast><queue name="orders"/></anycast></address>
+      </addresses>"""
+
+
+@pytest.fixture(scope="module")
+def engine_lab(lab_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInstance]:
+    inst = create_instance(lab_home, tmp_path_factory.mktemp("mb") / "dc1", name="dc1")
+    xml = inst.path / "etc" / "broker.xml"
+    # The peer port is closed: the mirror stays Started=true, Connected=false (retrying), as with a peer down.
+    mirror = ENGINE_MIRROR_XML.format(port=free_port(), amqp=free_port())
+    xml.write_text(xml.read_text().replace("      <acceptors>", mirror)
+                   .replace("      </addresses>", ENGINE_ORDERS_XML))
+    assert inst.service("start").returncode == 0
+    try:
+        wait_for(lambda: jolokia_up(inst.jolokia), timeout=30)
+        yield inst
+    finally:
+        inst.service("stop")

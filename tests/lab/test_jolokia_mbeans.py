@@ -6,39 +6,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ADMIN, ADMIN_PW, LabInstance, create_instance, free_port, jolokia_up, recorded, wait_for
+from conftest import ADMIN, ADMIN_PW, LabInstance, recorded, wait_for
 from proton import Message
 from proton.utils import BlockingConnection
 
-MIRROR = """      <broker-connections>
-         <amqp-connection uri="tcp://127.0.0.1:{port}" name="DC2" user="admin" password="x" retry-interval="500"
-                          reconnect-attempts="-1">
-            <mirror/>
-         </amqp-connection>
-      </broker-connections>
-      <acceptors>"""
-ORDERS = """         <address name="orders"><anycast><queue name="orders"/></anycast></address>
-      </addresses>"""
-
 
 @pytest.fixture(scope="module")
-def lab(lab_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInstance]:
-    inst = create_instance(lab_home, tmp_path_factory.mktemp("mb") / "dc1", name="dc1")
-    xml = inst.path / "etc" / "broker.xml"
-    # The peer port is closed: the mirror stays Started=true, Connected=false (retrying), as with a peer down.
-    xml.write_text(xml.read_text().replace("      <acceptors>", MIRROR.format(port=free_port()))
-                   .replace("      </addresses>", ORDERS))
-    assert inst.service("start").returncode == 0
-    try:
-        wait_for(lambda: jolokia_up(inst.jolokia), timeout=30)
-        yield inst
-    finally:
-        inst.service("stop")
+def lab(engine_lab: LabInstance) -> LabInstance:
+    return engine_lab
 
 
 def _list(lab: LabInstance, name: str) -> dict[str, Any]:
