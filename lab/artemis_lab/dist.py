@@ -10,6 +10,7 @@ The xsd files are copied into the build output only, never into the source tree.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tarfile
@@ -57,10 +58,23 @@ def build(out: Path, version: str, python: str = sys.executable, schema_root: Pa
     with tempfile.TemporaryDirectory() as tmp:
         top = Path(tmp) / name
         build_tree(top, version, python, schema_root)
-        partial = archive.with_suffix(".partial")
+        # A private partial name: several test sessions may build the same archive at once.
+        partial = archive.with_name(f".{archive.name}.{os.getpid()}.partial")
         with tarfile.open(partial, "w:gz") as tar:
             tar.add(top, arcname=name)
         partial.replace(archive)
+    return archive
+
+
+def source_mtime() -> float:
+    return max(p.stat().st_mtime for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def ensure(out: Path, version: str) -> Path:
+    """The archive for `version` in `out`, rebuilt when missing or older than the lab sources."""
+    archive = out / f"lab-artemis-{version}-bin.tar.gz"
+    if not archive.exists() or archive.stat().st_mtime < source_mtime():
+        return build(out, version)
     return archive
 
 

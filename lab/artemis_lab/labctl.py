@@ -177,9 +177,7 @@ def up(plan: Plan, timeout: float = 90) -> dict[str, Any]:
         if any(_alive(p.get("pid")) for p in old.get("processes", [])):
             raise SystemExit(f"lab is already up ({_state_file(root)}); run lab-down first")
     root.mkdir(parents=True, exist_ok=True)
-    archive = plan.dist_dir / f"lab-artemis-{plan.version}-bin.tar.gz"
-    if not archive.exists():
-        dist.build(plan.dist_dir, plan.version)
+    archive = dist.ensure(plan.dist_dir, plan.version)  # rebuilt when the lab sources are newer
     home_parent = root / "dist"
     shutil.rmtree(home_parent, ignore_errors=True)
     home = dist.extract(archive, home_parent)

@@ -114,3 +114,13 @@ def test_version_and_user_commands(lab_home: Path, fresh_dir: Path) -> None:
     assert '"bob"(amq,view)' in listed and f'"{ADMIN}"(amq)' in listed
     assert run_artemis(fresh_dir, "user", "rm", "--user", "bob").returncode == 0
     assert "bob" not in run_artemis(fresh_dir, "user", "list").stdout
+
+
+def test_ensure_rebuilds_only_a_stale_archive(tmp_path: Path) -> None:
+    import os
+
+    first = dist.ensure(tmp_path, "2.44.0")
+    stamp = first.stat().st_mtime_ns
+    assert dist.ensure(tmp_path, "2.44.0").stat().st_mtime_ns == stamp  # up to date: kept
+    os.utime(first, (1, 1))  # older than every source file
+    assert dist.ensure(tmp_path, "2.44.0").stat().st_mtime > 1
