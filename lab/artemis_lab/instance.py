@@ -138,6 +138,10 @@ def create_instance(opts: CreateOptions, home: str | Path, version: str | None =
     _write(etc / "login.config", render("login.config.in", login_flag=login_flag, guest=guest, **common))
     _write(etc / "artemis.profile", render("artemis.profile.in", java_memory=opts.java_memory,
                                            java_options=opts.java_options, **common))
+    if versions.at_least(version, "2.37.0"):
+        # 2.37+ writes a separate profile for the CLI utility commands; same variables, no JVM tuning.
+        _write(etc / "artemis-utility.profile", render("artemis.profile.in", java_memory="512M", java_options="",
+                                                       **common))
     _write(etc / "log4j2.properties", render("log4j2.properties.in", **common))
     _write(etc / "artemis-users.properties",
            render("artemis-users.properties.in", users=f"{user} = {security.hash_password(password)}", **common))

@@ -64,6 +64,7 @@ def test_create_writes_real_instance_layout(lab_home: Path, fresh_dir: Path) -> 
     access = (fresh_dir / "etc" / "jolokia-access.xml").read_text()
     assert "<allow-origin>*://localhost*</allow-origin>" in access and "<strict-checking/>" in access
     assert "HAWTIO_ROLE='amq'" in (fresh_dir / "etc" / "artemis.profile").read_text()
+    assert (fresh_dir / "etc" / "artemis-utility.profile").exists()  # 2.37+
 
 
 def test_password_is_stored_with_the_one_way_enc_format(lab_home: Path, fresh_dir: Path) -> None:
