@@ -22,10 +22,10 @@ import time
 import uuid
 from typing import Any
 
-from proton import Collector, Condition, Delivery, Event, Link, Message, Terminus, symbol
+from proton import Collector, Condition, Event, Link, Message, Terminus, symbol
 
 from artemis_lab import errors, reload
-from artemis_lab.core import codec, security
+from artemis_lab.core import codec, pn, security
 from artemis_lab.core.connection import AmqpSocket
 from artemis_lab.core.journal import Journal
 from artemis_lab.core.links import Consumer, MirrorIn, Producer
@@ -96,7 +96,8 @@ class Broker:
         self.collector = Collector()
         self.acceptors: dict[str, _Acceptor] = {a.name: _Acceptor(a) for a in self.cfg.acceptors}
         self.sockets: dict[int, AmqpSocket] = {}
-        self._post_commit: list[Any] = []  # producer deliveries to settle once the journal is written
+        self._post_commit: list[tuple[Any, AmqpSocket]] = []  # deliveries to settle once the journal is written
+        self._links: dict[int, Any] = {}  # proton link pointer -> link state (Producer/Consumer/MirrorIn/...)
         self._dirty: set[Queue] = set()
         self.mirrors: dict[str, MirrorSource] = {}
         cs = self.cfg.core_settings
@@ -419,11 +420,16 @@ class Broker:
         if msg.durable and qids:
             self.journal.append(("M", mid, raw, address, tuple(qids), onode, oid, 0))
         if delivery is not None:
+            pn.incref(delivery[0])
             if sync_waits:
                 msg.sync_waiter = [delivery, sync_waits]
             else:
                 self._post_commit.append(delivery)
         return msg
+
+    def settle_after_commit(self, d: Any, s: AmqpSocket) -> None:
+        pn.incref(d)
+        self._post_commit.append((d, s))
 
     def enqueue_mirror_event(self, m: MirrorSource, raw: bytes, with_id: bool, front: bool = False) -> None:
         if m.snf is None:
@@ -530,12 +536,11 @@ class Broker:
         self.journal.flush()
         if self._post_commit:
             todo, self._post_commit = self._post_commit, []
-            for dlv in todo:
-                try:
-                    dlv.update(Delivery.ACCEPTED)
-                    dlv.settle()
-                except Exception:  # the link went away meanwhile; nothing to settle
-                    log.debug("could not settle a delivery", exc_info=True)
+            for d, sock in todo:
+                if not sock.closed:  # else the connection is gone: nothing left to settle
+                    pn.delivery_update(d, pn.ACCEPTED)
+                    pn.delivery_settle(d)
+                pn.decref(d)
 
     def _flush_sockets(self) -> None:
         sel = self.loop.selector
@@ -651,44 +656,54 @@ class Broker:
         return s.roles
 
     # ------------------------------------------------------------------ proton events
+    _SLOW_EVENTS = frozenset(t.number for t in (
+        Event.LINK_REMOTE_OPEN, Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH, Event.SESSION_REMOTE_OPEN,
+        Event.SESSION_REMOTE_CLOSE, Event.CONNECTION_REMOTE_OPEN, Event.CONNECTION_REMOTE_CLOSE,
+        Event.TRANSPORT_CLOSED))
+
     def _process_events(self) -> None:
-        c = self.collector
+        # Deliveries and flow go straight to the link state through raw pointers; only the rare
+        # life-cycle events are wrapped into proton's Python objects.
+        cimpl = self.collector._impl
+        links = self._links
+        slow = self._SLOW_EVENTS
         while True:
-            ev = c.peek()
-            if ev is None:
+            ev = pn.collector_peek(cimpl)
+            if ev == pn.NULL:
                 return
+            t = pn.event_type(ev)
             try:
-                self._dispatch(ev)
+                if t == pn.PN_DELIVERY:
+                    d = pn.event_delivery(ev)
+                    lp = pn.delivery_link(d)
+                    state = links.get(pn.ptr(lp))
+                    if state is not None:
+                        if pn.link_is_receiver(lp):
+                            state.on_delivery(d, lp)
+                        else:
+                            state.on_disposition(d)
+                elif t == pn.PN_LINK_FLOW:
+                    state = links.get(pn.ptr(pn.event_link(ev)))
+                    if state is not None:
+                        state.on_flow()
+                elif t in slow:
+                    self._dispatch(Event.wrap(ev))
             except Exception:
-                log.exception("error handling %s", ev.type)
-            c.pop()
+                log.exception("error handling proton event %s", t)
+            pn.collector_pop(cimpl)
 
     def _dispatch(self, ev: Event) -> None:
         t = ev.type
-        if t == Event.DELIVERY:
-            dlv = ev.delivery
-            link = dlv.link
-            state = getattr(link, "_lab", None)
-            if state is None:
-                return
-            if link.is_receiver:
-                state.on_delivery(dlv)
-            else:
-                state.on_disposition(dlv)
-        elif t == Event.LINK_FLOW:
-            state = getattr(ev.link, "_lab", None)
-            if state is not None:
-                state.on_flow()
-        elif t == Event.LINK_REMOTE_OPEN:
+        if t == Event.LINK_REMOTE_OPEN:
             link = ev.link
-            owner = getattr(link, "_lab", None)
+            owner = self._links.get(pn.ptr(link._impl))
             if isinstance(owner, MirrorSource):
                 owner.on_link_open(link)
             elif link.state & Link.LOCAL_UNINIT:
                 self._on_attach(link)
         elif t in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH):
             link = ev.link
-            state = getattr(link, "_lab", None)
+            state = self._links.get(pn.ptr(link._impl))
             if isinstance(state, MirrorSource):
                 if state.sock is not None:
                     self.force_close(state.sock)
@@ -696,7 +711,6 @@ class Broker:
             if state is not None:
                 closed = t == Event.LINK_REMOTE_CLOSE
                 self._link_gone(state, unsubscribe=closed)
-                link._lab = None
             if link.state & Link.LOCAL_ACTIVE:
                 if t == Event.LINK_REMOTE_CLOSE:
                     link.close()
@@ -745,6 +759,7 @@ class Broker:
         self._close_link(link, condition, description)
 
     def _link_gone(self, state: Any, unsubscribe: bool = False) -> None:
+        self._links.pop(pn.ptr(state.lp), None)
         s = state.socket
         links = getattr(s, "links", None)
         if links is not None:
@@ -950,8 +965,14 @@ class Broker:
         link.open()
         self._dirty.add(queue)
 
+    def remember_link(self, lp: Any, state: Any) -> None:
+        self._links[pn.ptr(lp)] = state
+
+    def forget_link(self, lp: Any) -> None:
+        self._links.pop(pn.ptr(lp), None)
+
     def _register_link(self, s: AmqpSocket, link: Any, state: Any) -> None:
-        link._lab = state
+        self._links[pn.ptr(link._impl)] = state
         if not hasattr(s, "links"):
             s.links = {}
         s.links[id(state)] = state
@@ -966,6 +987,9 @@ class Broker:
             for q in dirty:
                 if q.qid in self._queues_by_id:
                     self._deliver(q)
+                    for c in q.consumers:
+                        if c.link.drain_mode and not c.gone:
+                            c.link.drained()
         for m in self.mirrors.values():
             if m.snf is not None and m.snf.available and m.connected:
                 m.pump()
@@ -988,7 +1012,7 @@ class Broker:
         while avail and idle < n:
             c = consumers[q.rr % n]
             q.rr += 1
-            if c.link.credit <= 0:
+            if c.credit() <= 0:
                 idle += 1
                 continue
             idle = 0
@@ -1099,7 +1123,9 @@ class Broker:
             return HA_POLICIES[ha.kind]
         backup = ha.role in ("backup", "slave")
         if ha.kind == "replication":
-            return "REPLICATION_BACKUP_LOCK_MANAGER" if False else ("REPLICATED" if not backup else "REPLICA")
+            if ha.role == "colocated":
+                return "COLOCATED"
+            return "REPLICA" if backup else "REPLICATED"
         if ha.kind == "shared-store":
             return "SHARED_STORE_BACKUP" if backup else "SHARED_STORE_PRIMARY"
         return "PRIMARY_ONLY"

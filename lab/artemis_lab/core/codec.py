@@ -6,6 +6,8 @@ redelivery) and the delivery annotations (mirror routing data) are ever rewritte
 
 from __future__ import annotations
 
+import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,10 +50,134 @@ def _sections(raw: bytes, stop_after: int):
             return
 
 
-def scan(raw: bytes, want_annotations: bool = False) -> Meta:
+_FIXED = {0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0, 0x50: 1, 0x51: 1, 0x52: 1, 0x53: 1, 0x54: 1,
+          0x55: 1, 0x56: 1, 0x60: 2, 0x61: 2, 0x70: 4, 0x71: 4, 0x72: 4, 0x73: 4, 0x74: 4, 0x80: 8, 0x81: 8,
+          0x82: 8, 0x83: 8, 0x84: 8, 0x94: 16, 0x98: 16}
+_UNPACK_LEN = struct.Struct(">I").unpack_from
+_UNPACK_Q = struct.Struct(">q").unpack_from
+_UNPACK_QU = struct.Struct(">Q").unpack_from
+
+
+class _Unknown(Exception):
+    """An encoding the fast reader does not handle: use proton's decoder instead."""
+
+
+def _skip(raw: bytes, pos: int) -> int:
+    """Offset after the AMQP value at `pos`."""
+    code = raw[pos]
+    if code == 0x00:  # described: descriptor, then value
+        return _skip(raw, _skip(raw, pos + 1))
+    width = _FIXED.get(code)
+    if width is not None:
+        return pos + 1 + width
+    hi = code & 0xF0
+    if hi in (0xA0, 0xC0, 0xE0):
+        return pos + 2 + raw[pos + 1]
+    if hi in (0xB0, 0xD0, 0xF0):
+        return pos + 5 + _UNPACK_LEN(raw, pos + 1)[0]
+    raise _Unknown(code)
+
+
+def _value(raw: bytes, pos: int):
+    """(python value for the few types routing needs, next offset); other types come back as None."""
+    code = raw[pos]
+    if code == 0x40:
+        return None, pos + 1
+    if code == 0x41:
+        return True, pos + 1
+    if code == 0x42:
+        return False, pos + 1
+    if code == 0x56:
+        return raw[pos + 1] != 0, pos + 2
+    if code == 0x50:
+        return raw[pos + 1], pos + 2
+    if code == 0x83:
+        return _UNPACK_Q(raw, pos + 1)[0], pos + 9
+    if code in (0xA1, 0xA3):
+        n = raw[pos + 1]
+        return raw[pos + 2 : pos + 2 + n].decode("utf-8", "replace"), pos + 2 + n
+    if code in (0xB1, 0xB3):
+        n = _UNPACK_LEN(raw, pos + 1)[0]
+        return raw[pos + 5 : pos + 5 + n].decode("utf-8", "replace"), pos + 5 + n
+    if code == 0xA0:
+        n = raw[pos + 1]
+        return bytes(raw[pos + 2 : pos + 2 + n]), pos + 2 + n
+    if code == 0x80:
+        return _UNPACK_QU(raw, pos + 1)[0], pos + 9
+    if code == 0x53:
+        return raw[pos + 1], pos + 2
+    if code == 0x44:
+        return 0, pos + 1
+    if code == 0x98:
+        return uuid.UUID(bytes=bytes(raw[pos + 1 : pos + 17])), pos + 17
+    return None, _skip(raw, pos)
+
+
+def _list(raw: bytes, pos: int, wanted: int) -> list:
+    """The first `wanted` fields of the list at `pos` (fewer if the list is shorter)."""
+    code = raw[pos]
+    if code == 0x45:
+        return []
+    if code == 0xC0:
+        count, pos = raw[pos + 2], pos + 3
+    elif code == 0xD0:
+        count, pos = _UNPACK_LEN(raw, pos + 5)[0], pos + 9
+    else:
+        raise _Unknown(code)
+    out = []
+    for _ in range(min(count, wanted)):
+        value, pos = _value(raw, pos)
+        out.append(value)
+    return out
+
+
+def _fast_scan(raw: bytes) -> Meta:
     m = Meta()
-    stop = MESSAGE_ANNOTATIONS if want_annotations else PROPERTIES
-    for code, start, end, d in _sections(raw, stop if not want_annotations else PROPERTIES):
+    pos = 0
+    n = len(raw)
+    while pos < n:
+        if raw[pos] != 0 or raw[pos + 1] != 0x53:
+            raise _Unknown(raw[pos])
+        code = raw[pos + 2]
+        end = _skip(raw, pos + 3)
+        if code == HEADER:
+            m.header_end = end
+            fields = _list(raw, pos + 3, 2)
+            if fields and fields[0]:
+                m.durable = True
+            if len(fields) > 1 and fields[1] is not None:
+                m.priority = int(fields[1])
+        elif code == DELIVERY_ANNOTATIONS:
+            m.da_start, m.da_end = pos, end
+        elif code == PROPERTIES:
+            fields = _list(raw, pos + 3, 8)
+            if len(fields) > 0 and fields[0] is not None:
+                m.message_id = fields[0]
+            if len(fields) > 1 and isinstance(fields[1], bytes):
+                m.user_id = fields[1].decode("utf-8", "replace")
+            if len(fields) > 2 and isinstance(fields[2], str):
+                m.to = fields[2]
+            if len(fields) > 7 and isinstance(fields[7], int):
+                m.creation_time = fields[7]
+            return m
+        elif code > PROPERTIES:
+            return m
+        pos = end
+    return m
+
+
+def scan(raw: bytes, want_annotations: bool = False) -> Meta:
+    if not want_annotations:
+        try:
+            return _fast_scan(raw)
+        except (_Unknown, IndexError, struct.error):
+            pass  # unusual encoding: proton's decoder below handles everything
+    return _slow_scan(raw, want_annotations)
+
+
+def _slow_scan(raw: bytes, want_annotations: bool = False) -> Meta:
+    m = Meta()
+    for code, start, end, d in _sections(raw, PROPERTIES):
         if code == HEADER:
             m.header_end = end
             d.rewind()

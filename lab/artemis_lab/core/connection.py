@@ -60,36 +60,58 @@ class AmqpSocket:
     # --- input ------------------------------------------------------------------------------------
     def on_readable(self) -> bool:
         """Returns False when the peer closed the socket."""
-        try:
-            data = self.sock.recv(262144)
-        except (BlockingIOError, InterruptedError):
-            return True
-        except OSError:
-            data = b""
-        if not data:
-            self._close_tail()
-            return False
-        if self.sasl is not None and self.sasl.state not in ("done",):
-            out, rest = self.sasl.feed(data)
-            if out:
-                self.out_pending += out
-            if self.sasl.state == "failed":
-                self.sasl_failed = True
+        sasl_pending = self.sasl is not None and self.sasl.state != "done"
+        for _ in range(16):  # bounded: let other sockets have their turn
+            if sasl_pending:
+                size = 65536
+            else:
+                size = self.transport.capacity()
+                if size < 0:
+                    return False  # transport input side closed
+                if size == 0:
+                    return True  # proton's input buffer is full: read again on the next round
+            try:
+                data = self.sock.recv(size)
+            except (BlockingIOError, InterruptedError):
                 return True
-            if self.sasl.state == "done":
-                self.user = self.sasl.user
-                self.roles = self.sasl.roles
-                if rest:
-                    self._push(rest)
-            return True
-        self._push(data)
+            except OSError:
+                data = b""
+            if not data:
+                self._close_tail()
+                return False
+            if sasl_pending:
+                assert self.sasl is not None
+                out, rest = self.sasl.feed(data)
+                if out:
+                    self.out_pending += out
+                if self.sasl.state == "failed":
+                    self.sasl_failed = True
+                    return True
+                if self.sasl.state == "done":
+                    sasl_pending = False
+                    self.user = self.sasl.user
+                    self.roles = self.sasl.roles
+                    if rest:
+                        self._push(rest)
+                continue
+            self._push(data)
+            if len(data) < size:
+                return True
         return True
 
     def _push(self, data: bytes) -> None:
+        # proton refuses more than `capacity()` bytes per push: feed it in pieces
+        view = memoryview(data)
         try:
-            self.transport.push(data)
+            while view:
+                cap = self.transport.capacity()
+                if cap <= 0:
+                    break
+                n = min(cap, len(view))
+                self.transport.push(bytes(view[:n]))
+                view = view[n:]
         except Exception:
-            self.transport.close_tail()
+            self._close_tail()
 
     def _close_tail(self) -> None:
         try:

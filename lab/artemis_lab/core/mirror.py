@@ -16,9 +16,9 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from proton import Delivery, Message, symbol
+from proton import Message, symbol
 
-from artemis_lab.core import codec
+from artemis_lab.core import codec, pn
 from artemis_lab.core.connection import AmqpSocket
 from artemis_lab.core.matching import AddressFilter
 from artemis_lab.core.store import KIND_MIRROR_EVENT, Queue, Ref
@@ -75,7 +75,8 @@ class MirrorSource:
         self.sock: AmqpSocket | None = None
         self.connecting: socket.socket | None = None
         self.sender: Any = None
-        self.unsettled: dict[Any, Ref] = {}
+        self.lp: Any = None  # raw pointer of `sender`
+        self.unsettled: dict[int, Ref] = {}  # delivery pointer -> SNF ref
         self._tag = 0
         self._attempt = 0
         self._failures = 0
@@ -169,7 +170,10 @@ class MirrorSource:
     def _lost(self) -> None:
         was = self.connected
         self.connected = False
+        if self.lp is not None:
+            self.b.forget_link(self.lp)
         self.sender = None
+        self.lp = None
         self.sock = None
         if self.unsettled and self.snf is not None:
             refs = list(self.unsettled.values())
@@ -229,7 +233,8 @@ class MirrorSource:
         snd.properties = {BROKER_ID: self.b.node_id}
         snd.open()
         self.sender = snd
-        snd._lab = self
+        self.lp = snd._impl
+        self.b.remember_link(snd._impl, self)
 
     def on_link_open(self, link: Any) -> None:
         if link.remote_target is not None and link.remote_target.address:
@@ -259,21 +264,20 @@ class MirrorSource:
         pass  # the loop pumps every connected mirror with a backlog once per iteration
 
     def pump(self) -> None:
-        snd = self.sender
+        lp = self.lp
         snf = self.snf
-        if not self.connected or snd is None or snf is None:
+        if not self.connected or lp is None or snf is None:
             return
         avail = snf.available
-        while avail and snd.credit > 0:
+        credit = pn.link_credit(lp)
+        while avail and credit > 0:
             ref = avail.popleft()
             snf.delivering += 1
             ref.consumer = self
             self._tag += 1
-            tag = str(self._tag).encode()
-            dlv = snd.delivery(tag)
-            snd.send(self._encode(ref))
-            snd.advance()
-            self.unsettled[dlv.tag] = ref  # proton hands tags back as str: key by what it returns
+            d = pn.send(lp, b"%d" % self._tag, self._encode(ref))
+            self.unsettled[pn.ptr(d)] = ref
+            credit -= 1
 
     def _encode(self, ref: Ref) -> bytes:
         msg = ref.msg
@@ -289,15 +293,17 @@ class MirrorSource:
             da[INTERNAL_DESTINATION] = msg.address
         return codec.with_delivery_annotations(msg.raw, msg.meta, da)
 
-    def on_disposition(self, dlv: Any) -> None:
-        ref = self.unsettled.pop(dlv.tag, None)
-        state = dlv.remote_state
+    def on_disposition(self, d: Any) -> None:
+        state = pn.delivery_remote_state(d)
+        if not state and not pn.delivery_settled(d):
+            return  # no outcome yet
+        ref = self.unsettled.pop(pn.ptr(d), None)
         if ref is not None:
-            if state in (Delivery.RELEASED, Delivery.MODIFIED):
+            if state in (pn.RELEASED, pn.MODIFIED):
                 self.b.return_refs([ref], count=False)
             else:
                 self.b.ack_snf(ref)
-        dlv.settle()
+        pn.delivery_settle(d)
 
     def info(self) -> dict[str, Any]:
         return {

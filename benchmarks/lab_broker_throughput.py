@@ -1,0 +1,168 @@
+"""Benchmark (not a test): one lab broker, persistent 1 KiB messages produced and consumed over AMQP.
+
+Target (issue 3): >= 2,000 msg/s produced and consumed with p99 end-to-end latency < 50 ms on a 2-core box.
+The broker runs in its own process; the producer in another; the consumer in this one. The producer paces
+to `--rate` and stamps each message with its send time; the consumer accepts each message and records
+now - send time. Prints one JSON line with the figures.
+
+    .venv/bin/python benchmarks/lab_broker_throughput.py --rate 2000 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+
+from proton import Message  # noqa: E402
+from proton.handlers import MessagingHandler  # noqa: E402
+from proton.reactor import Container  # noqa: E402
+
+USER, PASSWORD = "bench", "bench"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_broker(instance_dir: str, port: int, ready: mp.Event, stop: mp.Event) -> None:
+    from artemis_lab.core.broker import Broker
+    from artemis_lab.model import (
+        AcceptorConfig,
+        AddressConfig,
+        AddressSettingConfig,
+        BrokerConfig,
+        InstanceConfig,
+        QueueConfig,
+        SecuritySettingConfig,
+    )
+
+    class Realm:
+        def authenticate(self, user: str, password: str) -> frozenset[str] | None:
+            return frozenset({"amq"}) if (user, password) == (USER, PASSWORD) else None
+
+    perms = {p: frozenset({"amq"}) for p in ("send", "consume", "browse", "createAddress", "createDurableQueue",
+                                             "createNonDurableQueue")}
+    cfg = BrokerConfig(
+        name="bench",
+        acceptors=[AcceptorConfig(name="amqp", uri=f"tcp://127.0.0.1:{port}", host="127.0.0.1", port=port)],
+        addresses=[AddressConfig(name="bench", queues=[QueueConfig(name="bench", address="bench")])],
+        address_settings=[AddressSettingConfig(match="#")],
+        security_settings=[SecuritySettingConfig(match="#", permissions=perms)],
+    )
+    broker = Broker(InstanceConfig(instance_dir=instance_dir, broker=cfg, emulated_version="2.44.0"), Realm())
+    broker.start()
+    ready.set()
+    stop.wait()
+    broker.stop()
+
+
+class _Producer(MessagingHandler):
+    def __init__(self, url: str, rate: int, seconds: float, size: int):
+        super().__init__(auto_settle=True)
+        self.url, self.rate, self.seconds = url, rate, seconds
+        self.body = b"x" * size
+        self.sent = 0
+        self.accepted = 0
+        self.total = int(rate * seconds)
+
+    def on_start(self, event) -> None:
+        conn = event.container.connect(self.url, allowed_mechs="PLAIN", allow_insecure_mechs=True)
+        self.sender = event.container.create_sender(conn, "bench")
+        self.start = time.monotonic()
+        event.container.schedule(0.005, self)
+
+    def on_timer_task(self, event) -> None:
+        due = min(self.total, int((time.monotonic() - self.start) * self.rate))
+        while self.sent < due and self.sender.credit > 0:
+            self.sender.send(Message(body=self.body, durable=True, properties={"t": time.time()}))
+            self.sent += 1
+        if self.sent < self.total:
+            event.container.schedule(0.005, self)
+
+    def on_accepted(self, event) -> None:
+        self.accepted += 1
+        if self.accepted == self.total:
+            self.elapsed = time.monotonic() - self.start
+            event.connection.close()
+
+
+def _run_producer(url: str, rate: int, seconds: float, size: int, out: mp.Queue) -> None:
+    handler = _Producer(url, rate, seconds, size)
+    Container(handler).run()
+    out.put({"produced": handler.accepted, "produce_seconds": round(handler.elapsed, 3)})
+
+
+class _Consumer(MessagingHandler):
+    def __init__(self, url: str, total: int):
+        super().__init__(prefetch=500, auto_accept=True)
+        self.url, self.total = url, total
+        self.latencies: list[float] = []
+
+    def on_start(self, event) -> None:
+        conn = event.container.connect(self.url, allowed_mechs="PLAIN", allow_insecure_mechs=True)
+        event.container.create_receiver(conn, "bench")
+
+    def on_message(self, event) -> None:
+        now = time.time()
+        if not self.latencies:
+            self.first = time.monotonic()
+        self.latencies.append(now - event.message.properties["t"])
+        if len(self.latencies) == self.total:
+            self.elapsed = time.monotonic() - self.first
+            event.connection.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=int, default=2000, help="offered produce rate, msg/s")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--size", type=int, default=1024, help="body bytes")
+    args = ap.parse_args()
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    ready, stop = ctx.Event(), ctx.Event()
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = ctx.Process(target=_run_broker, args=(tmp, port, ready, stop), daemon=True)
+        broker.start()
+        if not ready.wait(30):
+            raise SystemExit("broker did not start")
+        url = f"amqp://{USER}:{PASSWORD}@127.0.0.1:{port}"
+        total = int(args.rate * args.seconds)
+        results: mp.Queue = ctx.Queue()
+        producer = ctx.Process(target=_run_producer, args=(url, args.rate, args.seconds, args.size, results))
+        consumer = _Consumer(url, total)
+        producer.start()
+        Container(consumer).run()
+        produced = results.get(timeout=60)
+        producer.join(10)
+        stop.set()
+        broker.join(10)
+    lat = sorted(consumer.latencies)
+
+    def pct(p: float) -> float:
+        return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 2)
+
+    print(json.dumps({
+        "offered_rate": args.rate,
+        "messages": total,
+        "body_bytes": args.size,
+        "produced_per_s": round(produced["produced"] / produced["produce_seconds"], 1),
+        "consumed_per_s": round(len(lat) / consumer.elapsed, 1),
+        "latency_ms_p50": pct(0.50),
+        "latency_ms_p99": pct(0.99),
+        "latency_ms_max": round(lat[-1] * 1000, 2),
+    }))
+
+
+if __name__ == "__main__":
+    main()
