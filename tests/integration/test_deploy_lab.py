@@ -217,3 +217,55 @@ def test_changed_mirror_flag_restarts_only_that_broker_and_is_live(lab, first_de
     assert _wait(lambda: (lab.queue_count("dc2", "orders", "orders") or 0) >= 1)
     assert lab.address_exists("dc1", "Unfiltered")  # auto-created by the send
     assert not lab.address_exists("dc2", "Unfiltered")  # its creation was not mirrored: the new filter is live
+
+
+# --------------------------------------------------------------------------------------------------------
+# LAB_USE_WAN=1: the mirror URIs point at the WAN emulator ports instead of the peer's mirror acceptor
+# --------------------------------------------------------------------------------------------------------
+def _wan_port(lab, target_site):
+    return lab.base + (900 if target_site == "dc1" else 901)  # lab_wan_ports in inventories/lab
+
+
+@pytest.fixture(scope="module")
+def wan_lab(tmp_path_factory):
+    lab = Lab(tmp_path_factory.mktemp("deploy-wan"), _port_base())
+    lab.env["LAB_USE_WAN"] = "1"
+    procs = {}
+    for target in PORT_OFFSETS:
+        mirror_port = lab.base + 617 + PORT_OFFSETS[target]
+        control = lab.base + 910 + (0 if target == "dc1" else 1)
+        procs[target] = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "python"), "-m", "artemis_lab.wan", "serve",
+             "--target", f"127.0.0.1:{mirror_port}", "--listen", f"127.0.0.1:{_wan_port(lab, target)}",
+             "--control", f"127.0.0.1:{control}", "--name", f"to-{target}"],
+            cwd=ROOT, env=lab.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lab.wan_control = {t: f"http://127.0.0.1:{lab.base + 910 + i}" for i, t in enumerate(PORT_OFFSETS)}
+    try:
+        yield lab
+    finally:
+        lab.stop()
+        for proc in procs.values():  # only the links this fixture started, by pid
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def _wan_ctl(lab, target, *command):
+    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "artemis_lab.wan", "ctl",
+                           "--control", lab.wan_control[target], *command],
+                          cwd=ROOT, env=lab.env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_mirror_through_the_wan_emulator(wan_lab):
+    proc = wan_lab.deploy()
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    conn = wan_lab.connections("dc1")["DC2"]
+    assert _connected(conn.get("connected"))
+    if "uri" in conn:  # listBrokerConnections reports the uri from 2.39
+        assert conn["uri"].endswith(f":{_wan_port(wan_lab, 'dc2')}")
+    # cutting the link into dc2 disconnects dc1's mirror: the traffic really goes through the emulator
+    _wan_ctl(wan_lab, "dc2", "cut")
+    assert _wait(lambda: not _connected(wan_lab.connections("dc1")["DC2"].get("connected")), 30)
+    assert _connected(wan_lab.connections("dc2")["DC1"].get("connected"))  # the other direction is untouched
+    _wan_ctl(wan_lab, "dc2", "restore")
+    assert _wait(lambda: _connected(wan_lab.connections("dc1")["DC2"].get("connected")), 60)
