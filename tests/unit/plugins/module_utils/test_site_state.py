@@ -91,23 +91,47 @@ def test_snapshot_2_33_outage_infers_disconnected(snap_of):
     assert snap["mirrors"]["DC2"]["snf"]["message_count"] == 5
 
 
-def test_snapshot_2_30_uses_list_queues_for_the_snf(snap_of):
-    snap, _broker, _ = snap_of("site-2.30-dc1.json")
+def test_snapshot_2_30_snf_not_listed_backlog_unknown(snap_of):
+    snap, broker, _ = snap_of("site-2.30-dc1.json")
+    assert snap["requests"] == 1 and broker.http_requests == 1
+    assert "$ACTIVEMQ_ARTEMIS_MIRROR_DC2" not in snap["queues"]  # no SNF in the management view before 2.32
+    # the fake's broker QueueNames still names the SNF queue, so the mirror is known, its counters are not
+    assert snap["mirrors"]["DC2"]["snf"] is None and ss.snf_sample(snap, "DC2") is None
+    assert any("2.32" in n and "else null" in n for n in snap["notes"])
+    assert snap["queues"]["orders"]["source"] == "listQueues" and snap["queues"]["orders"]["message_count"] == 5
+
+
+def test_mbeans_source_2_30_tries_list_queues_for_the_snf(snap_of):
+    snap, _, _ = snap_of("site-2.30-dc1.json", queue_source="mbeans")
     assert snap["requests"] == 2  # still constant: one extra listQueues
-    snf = snap["mirrors"]["DC2"]["snf"]
-    assert snf["source"] == "listQueues" and snf["message_count"] == 0 and snf["messages_added"] == 1000
-    assert "$ACTIVEMQ_ARTEMIS_MIRROR_DC2" not in snap["queues"]  # no MBean
-    assert any("2.32" in n for n in snap["notes"])
-
-
-def test_snapshot_2_31_without_list_queues_leaves_backlog_unknown(snap_of):
-    def mutate(b):
-        b.version = "2.31.0"
-        b.handle_item = _deny_list_queues(b.handle_item)
-    snap, _, _ = snap_of("site-2.30-dc1.json", mutate=mutate)
     assert snap["mirrors"]["DC2"]["snf"] is None
-    assert ss.snf_sample(snap, "DC2") is None
-    assert any("listQueues fallback" in n for n in snap["notes"])
+    assert any("does not list a mirror SNF queue" in n for n in snap["notes"])
+
+
+def test_mbeans_source_reads_first_message_age(snap_of):
+    def age(b):
+        b.queues[-1].update(FirstMessageAge=1500, FirstMessageTimestamp=1_795_313_998_500)
+    snap, _, _ = snap_of("site-2.44-dc1.json", queue_source="mbeans", mutate=age)
+    assert ss.snf_sample(snap, "DC2").first_message_age_ms == 1500
+    assert snap["queues"]["orders"]["mbean"].startswith("org.apache.activemq.artemis:")
+
+
+def test_list_and_mbeans_sources_agree(snap_of):
+    a, _, _ = snap_of("site-2.44-dc1.json")
+    b, _, _ = snap_of("site-2.44-dc1.json", queue_source="mbeans")
+    keys = ("message_count", "delivering_count", "consumer_count", "messages_added", "messages_acknowledged",
+            "paused", "persisted_pause", "internal", "temporary", "address", "routing_type")
+    assert set(a["queues"]) == set(b["queues"])
+    for name in a["queues"]:
+        assert {k: a["queues"][name][k] for k in keys} == {k: b["queues"][name][k] for k in keys}, name
+
+
+def test_snapshot_list_queues_denied(snap_of):
+    def mutate(b):
+        b.handle_item = _deny_list_queues(b.handle_item)
+    snap, _, _ = snap_of("site-2.44-dc1.json", mutate=mutate)
+    assert snap["queues"] == {} and ss.snf_sample(snap, "DC2") is None
+    assert any("listQueues failed" in n and "Permission denied" in n for n in snap["notes"])
 
 
 def _deny_list_queues(handle):
