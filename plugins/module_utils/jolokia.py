@@ -136,7 +136,7 @@ def is_safe(req: dict) -> bool:
     if req.get("type") in SAFE_TYPES:
         return True
     if req.get("type") == "exec":
-        return str(req.get("operation", "")).split("(")[0] in READ_ONLY_OPERATIONS
+        return str(req.get("operation", "")).partition("(")[0] in READ_ONLY_OPERATIONS
     return False
 
 
@@ -304,6 +304,11 @@ def _connection_message(t: HttpTransport, exc: BaseException) -> str:
     return "Cannot talk to Jolokia at %s: %s: %s" % (where, type(exc).__name__, exc)
 
 
+def _sleep(seconds: float) -> None:
+    # looked up at call time so tests can replace this module's ``time``
+    time.sleep(seconds)
+
+
 # ---------------------------------------------------------------------------------------------- client
 class JolokiaClient:
     """Jolokia client with bulk POSTs, typed errors, safe retries.
@@ -340,7 +345,7 @@ class JolokiaClient:
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self.timeout = timeout
-        self._sleep = sleep or (lambda seconds: time.sleep(seconds))
+        self._sleep = sleep or _sleep
         self.idle_reconnect = idle_reconnect
         self.transport = transport or HttpTransport(url, timeout, validate_certs, ca_path)
         self.request_count = 0

@@ -184,7 +184,7 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
     else:
         for mbean, attrs in _pattern_value(qres, notes, "queue MBeans").items():
             try:
-                _, props = on.parse(mbean)
+                _domain, props = on.parse(mbean)
             except on.ObjectNameError:
                 continue
             name = props.get("queue")
@@ -212,7 +212,7 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
         notes.append("listBrokerConnections failed: %s" % (list_res.error or list_res.status))
     for mbean, attrs in _pattern_value(items.get("bconn_mbeans"), [], "broker-connection MBeans").items():
         try:
-            _, props = on.parse(mbean)
+            _domain, props = on.parse(mbean)
         except on.ObjectNameError:
             continue
         name = props.get("name")
@@ -252,7 +252,7 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
     acceptors: Optional[Dict[str, dict]] = {} if "acceptors" in items else None
     for mbean, attrs in _pattern_value(items.get("acceptors"), notes, "acceptor MBeans").items():
         try:
-            _, props = on.parse(mbean)
+            _domain, props = on.parse(mbean)
         except on.ObjectNameError:
             continue
         if acceptors is not None:
@@ -264,7 +264,7 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
         addresses = {}
         for mbean, attrs in _pattern_value(items["addresses"], notes, "address MBeans").items():
             try:
-                _, props = on.parse(mbean)
+                _domain, props = on.parse(mbean)
             except on.ObjectNameError:
                 continue
             name = props.get("address")
@@ -360,6 +360,11 @@ def _merge_list_queues(snapshot: dict, value: Any) -> None:
         mirror["snf"] = entry
 
 
+def _now() -> float:
+    # looked up at call time so tests can replace this module's ``time``
+    return time.time()
+
+
 class SiteCollector:
     """Snapshots of one site through one :class:`~jolokia.JolokiaClient`; caches the broker name.
 
@@ -373,8 +378,7 @@ class SiteCollector:
         self.client = client
         self.broker_name = broker_name
         self.site = site
-        # looked up at call time so tests can replace this module's ``time``
-        self._clock = clock or (lambda: time.time())
+        self._clock = clock or _now
 
     def resolve_broker(self) -> str:
         if self.broker_name is None:
@@ -429,7 +433,7 @@ class SiteCollector:
         for conn, res in zip(names, results, strict=True):
             snf = None
             if res.ok:
-                _, props = on.parse(res.request["mbean"])
+                _domain, props = on.parse(res.request["mbean"])
                 snf = _queue_entry(lag.snf_queue_name(conn), props, res.value or {}, res.request["mbean"])
             mirrors[conn] = {"connection": conn, "snf_queue": lag.snf_queue_name(conn), "snf": snf}
         return {"site": self.site, "url": self.client.url, "broker": broker_name, "reachable": True, "ts": ts,

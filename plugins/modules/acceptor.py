@@ -96,7 +96,7 @@ def read_acceptors(client, broker):
     value = client.read(on.all_acceptors(broker), "Started")
     out = {}
     for mbean, attrs in (value or {}).items():
-        _, props = on.parse(mbean)
+        _domain, props = on.parse(mbean)
         started = attrs.get("Started") if isinstance(attrs, dict) else attrs
         out[props["name"]] = {"started": bool(started)}
     return out

@@ -154,7 +154,7 @@ def read_destinations(client, broker, kind):
         key = "address"
     out = {}
     for mbean, attrs in value.items():
-        _, props = on.parse(mbean)
+        _domain, props = on.parse(mbean)
         name = props[key]
         internal = lag.is_excluded_queue(name, attrs.get("InternalQueue") or attrs.get("Internal"),
                                          attrs.get("Temporary"))
