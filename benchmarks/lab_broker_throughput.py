@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import socket
 import sys
 import tempfile
@@ -21,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 
-from proton import Message  # noqa: E402
-from proton.handlers import MessagingHandler  # noqa: E402
-from proton.reactor import Container  # noqa: E402
+from proton import Message
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
 
 USER, PASSWORD = "bench", "bench"
 
@@ -34,7 +35,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_broker(instance_dir: str, port: int, ready: mp.Event, stop: mp.Event) -> None:
+def _run_broker(instance_dir: str, port: int, ready: mp.Event, stop: mp.Event, out: mp.Queue) -> None:
     from artemis_lab.core.broker import Broker
     from artemis_lab.model import (
         AcceptorConfig,
@@ -61,8 +62,10 @@ def _run_broker(instance_dir: str, port: int, ready: mp.Event, stop: mp.Event) -
     )
     broker = Broker(InstanceConfig(instance_dir=instance_dir, broker=cfg, emulated_version="2.44.0"), Realm())
     broker.start()
+    cpu0 = time.process_time()
     ready.set()
     stop.wait()
+    out.put({"broker_cpu_s": time.process_time() - cpu0})  # the broker's own CPU, whatever the box load
     broker.stop()
 
 
@@ -131,8 +134,9 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     port = _free_port()
     ready, stop = ctx.Event(), ctx.Event()
+    broker_out: mp.Queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
-        broker = ctx.Process(target=_run_broker, args=(tmp, port, ready, stop), daemon=True)
+        broker = ctx.Process(target=_run_broker, args=(tmp, port, ready, stop, broker_out), daemon=True)
         broker.start()
         if not ready.wait(30):
             raise SystemExit("broker did not start")
@@ -146,6 +150,7 @@ def main() -> None:
         produced = results.get(timeout=60)
         producer.join(10)
         stop.set()
+        broker_cpu = broker_out.get(timeout=30)["broker_cpu_s"]
         broker.join(10)
     lat = sorted(consumer.latencies)
 
@@ -161,6 +166,9 @@ def main() -> None:
         "latency_ms_p50": pct(0.50),
         "latency_ms_p99": pct(0.99),
         "latency_ms_max": round(lat[-1] * 1000, 2),
+        # CPU the broker process spent per message (produce + consume): its capacity on an idle core
+        "broker_cpu_us_per_msg": round(broker_cpu / total * 1e6, 1),
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }))
 
 

@@ -56,6 +56,7 @@ from artemis_lab.model import AddressSettingConfig, InstanceConfig
 
 log = logging.getLogger("artemis_lab.core.broker")
 
+COMPACT_MIN_BYTES = 64 * 1024 * 1024
 PRODUCER_CREDIT = 1000  # Artemis' amqpCredits default
 PRODUCER_LOW = 300  # amqpLowCredits default
 UNAUTHORIZED = "amqp:unauthorized-access"
@@ -107,6 +108,7 @@ class Broker:
         self._mirror_seen: dict[str, int] = {}  # source node id -> highest mirror event id applied
         self._mirror_seen_dirty: set[str] = set()
         self._started_at = 0.0
+        self._compact_at = COMPACT_MIN_BYTES
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.started = False
@@ -136,6 +138,7 @@ class Broker:
                 if m.cfg.auto_start:
                     m.start()
             self.ack_manager.start()
+            self.loop.call_later(1.0, self._tick_transports)
         self.loop.wake()
         log.info("lab broker %s (emulating %s) active, node id %s", self.name, self.instance.emulated_version,
                  self.node_id)
@@ -270,7 +273,7 @@ class Broker:
             for q in self._queues_by_id.values():
                 if not q.durable:
                     continue
-                for ref in q.available:
+                for ref in self._held(q):  # waiting and being delivered: both are unacknowledged
                     if ref.msg.durable:
                         seen.setdefault(ref.msg.mid, []).append(q.qid)
                         msgs[ref.msg.mid] = ref.msg
@@ -278,7 +281,7 @@ class Broker:
                 m = msgs[mid]
                 yield ("M", mid, m.raw, m.address, tuple(seen[mid]), m.origin_node, m.origin_id, m.kind)
             for q in self._queues_by_id.values():
-                for ref in q.available:
+                for ref in self._held(q):
                     if ref.delivery_count and ref.msg.durable and q.durable:
                         yield ("C", q.qid, ref.msg.mid, ref.delivery_count)
             for node, eid in self._mirror_seen.items():
@@ -288,6 +291,32 @@ class Broker:
             yield ("I", self._next_id)
 
         self.journal.rewrite(records())
+
+    @staticmethod
+    def _held(q: Queue) -> list[Ref]:
+        """Every unacknowledged ref of the queue (available or out on a consumer/mirror link)."""
+        refs = {id(r): r for r in q.available}
+        for r in q.by_key.values():
+            refs.setdefault(id(r), r)
+        return sorted(refs.values(), key=lambda r: r.msg.mid)
+
+    def _maybe_compact(self) -> None:
+        """Runtime compaction: the journal is append-only, so rewrite the live state once it grew a lot."""
+        if self.journal.size < self._compact_at or self.journal.dirty:
+            return
+        self.journal.close()
+        self._compact()
+        self.journal.open()
+        self._compact_at = max(COMPACT_MIN_BYTES, 2 * self.journal.size)
+
+    def _tick_transports(self) -> None:
+        # proton sends heartbeats / detects idle peers only when ticked
+        now = time.time()
+        for s in list(self.sockets.values()):
+            with contextlib.suppress(Exception):
+                s.transport.tick(now)
+        if not self._stopping:
+            self.loop.call_later(1.0, self._tick_transports)
 
     @staticmethod
     def _queue_record(q: Queue) -> tuple:
@@ -534,6 +563,7 @@ class Broker:
             self.journal.append(("W", node, self._mirror_seen[node]))
         self._mirror_seen_dirty.clear()
         self.journal.flush()
+        self._maybe_compact()
         if self._post_commit:
             todo, self._post_commit = self._post_commit, []
             for d, sock in todo:
@@ -988,8 +1018,9 @@ class Broker:
                 if q.qid in self._queues_by_id:
                     self._deliver(q)
                     for c in q.consumers:
-                        if c.link.drain_mode and not c.gone:
-                            c.link.drained()
+                        if c.draining:
+                            c.draining = False
+                            pn.link_drained(c.lp)  # credit left after delivering what we had: give it back
         for m in self.mirrors.values():
             if m.snf is not None and m.snf.available and m.connected:
                 m.pump()

@@ -26,6 +26,8 @@ class Journal:
         self._buf: list[bytes] = []
         self._fd: int | None = None
         self.records_written = 0
+        self.size = 0  # bytes in the journal file
+        self.compactions = 0
 
     def replay(self) -> Iterator[tuple]:
         """Yields every intact record; truncates the file after the last intact one."""
@@ -67,12 +69,14 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self.compactions += 1
 
     def open(self) -> None:
         if not self.enabled:
             return
         os.makedirs(self.directory, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
 
     @staticmethod
     def _frame(rec: tuple) -> bytes:
@@ -94,6 +98,7 @@ class Journal:
             return
         data = b"".join(self._buf)
         self._buf.clear()
+        self.size += len(data)
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)

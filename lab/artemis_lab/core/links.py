@@ -99,15 +99,15 @@ class Consumer(LinkState):
         self.presettled = link.snd_settle_mode == Link.SND_SETTLED
         self._tag = 0
         self._cursor = 0  # browsers: highest message id already shown
+        self.draining = False
 
     def credit(self) -> int:
         return pn.link_credit(self.lp)
 
     def on_flow(self) -> None:
         self.b.mark_dirty(self.queue)
-        link = self.link
-        if link.drain_mode and (self.queue.paused or not self.queue.available):
-            link.drained()
+        if pn.link_get_drain(self.lp):
+            self.draining = True  # answered after the next delivery round (`Broker._pump`)
 
     def send(self, ref: Ref) -> None:
         msg = ref.msg

@@ -37,6 +37,8 @@ link_is_receiver = lib.pn_link_is_receiver
 link_credit = lib.pn_link_credit
 link_flow = lib.pn_link_flow
 link_advance = lib.pn_link_advance
+link_get_drain = lib.pn_link_get_drain
+link_drained = lib.pn_link_drained
 incref = lib.pn_incref
 decref = lib.pn_decref
 
