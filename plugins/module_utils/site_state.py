@@ -418,24 +418,38 @@ class SiteCollector:
         snap["elapsed"] = time.monotonic() - started
         return snap
 
-    def collect_counters(self, connections: Sequence[str]) -> dict:
-        """A light sample: only the SNF queues of the named mirror connections, by exact name (one request,
-        cheap whatever the number of queues). Enough for rates (:func:`snf_sample`); everything else empty."""
+    def collect_counters(self, connections: Optional[Sequence[str]] = None) -> dict:
+        """A light sample: only the mirror SNF queues' counters (one cheap request whatever the number of queues).
+
+        With ``connections``, their SNF queue MBeans are read by exact name; without, one ``listQueues`` filtered
+        on the ``$ACTIVEMQ_ARTEMIS_MIRROR_`` prefix finds them all. Enough for rates (:func:`snf_sample`).
+        """
         broker_name = self.resolve_broker()
         start_count = self.client.request_count
-        names = list(connections)
-        reqs = [j.read_request(on.queue(broker_name, lag.snf_queue_name(c), lag.snf_queue_name(c)),
-                               ["MessageCount", "DeliveringCount", "ConsumerCount", "MessagesAdded",
-                                "MessagesAcknowledged"]) for c in names]
-        results = self.client.bulk(reqs) if reqs else []
-        ts = self._clock()
-        mirrors = {}
-        for conn, res in zip(names, results, strict=True):
-            snf = None
-            if res.ok:
-                _domain, props = on.parse(res.request["mbean"])
-                snf = _queue_entry(lag.snf_queue_name(conn), props, res.value or {}, res.request["mbean"])
-            mirrors[conn] = {"connection": conn, "snf_queue": lag.snf_queue_name(conn), "snf": snf}
+        mirrors: Dict[str, dict] = {}
+        if connections is None:
+            options = json.dumps({"field": "name", "operation": "CONTAINS", "value": lag.MIRROR_QUEUE_PREFIX,
+                                  "sortField": "name", "sortOrder": "asc"})
+            res = self.client.bulk([list_queues_request(broker_name, options)])[0]
+            ts = self._clock()
+            listed, _total = queues_from_list(self.client.value_of(res))
+            for name, entry in listed.items():
+                conn = lag.mirror_connection_of(name)
+                if conn:
+                    mirrors[conn] = {"connection": conn, "snf_queue": name, "snf": entry}
+        else:
+            names = list(connections)
+            reqs = [j.read_request(on.queue(broker_name, lag.snf_queue_name(c), lag.snf_queue_name(c)),
+                                   ["MessageCount", "DeliveringCount", "ConsumerCount", "MessagesAdded",
+                                    "MessagesAcknowledged"]) for c in names]
+            results = self.client.bulk(reqs) if reqs else []
+            ts = self._clock()
+            for conn, res in zip(names, results, strict=True):
+                snf = None
+                if res.ok:
+                    _domain, props = on.parse(res.request["mbean"])
+                    snf = _queue_entry(lag.snf_queue_name(conn), props, res.value or {}, res.request["mbean"])
+                mirrors[conn] = {"connection": conn, "snf_queue": lag.snf_queue_name(conn), "snf": snf}
         return {"site": self.site, "url": self.client.url, "broker": broker_name, "reachable": True, "ts": ts,
                 "light": True, "mirrors": mirrors, "connections": {}, "queues": {}, "notes": [],
                 "requests": self.client.request_count - start_count}

@@ -297,9 +297,8 @@ def main():
     try:
         first = None
         if p["sample_interval"] > 0:
-            # The first sample only feeds the rates: with a named connection read just its SNF queue.
-            first = site.collect_counters([p["connection"]]) if p["connection"] else site.collect(
-                include_acceptors=False)
+            # The first sample only feeds the rates: read just the SNF queues' counters (cheap).
+            first = site.collect_counters([p["connection"]] if p["connection"] else None)
             time.sleep(p["sample_interval"])
         current, peer_snap = collect_pair(site, peer)
     except SiteError as exc:

@@ -69,6 +69,9 @@ def test_light_counters_sample(snap_of):
     assert broker.http_requests == before + 1 and light["requests"] == 1
     assert ss.snf_sample(light, "DC2").messages_added == 1000
     assert ss.snf_sample(light, "NOPE") is None
+    light = col.collect_counters()  # all mirrors, one filtered listQueues
+    assert set(light["mirrors"]) == {"DC2"} and ss.snf_sample(light, "DC2").message_count == 0
+    assert broker.http_requests == before + 2
 
 
 def test_snapshot_2_33_reports_missing_features_as_null(snap_of):
