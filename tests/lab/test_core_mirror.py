@@ -205,3 +205,30 @@ def test_snf_queue_is_not_reachable_by_clients(pair):
     with pytest.raises(LinkDetached):
         conn.create_receiver(SNF_A)
     conn.close()
+
+
+def test_stopping_the_acceptor_drops_the_peers_incoming_mirror(pair):
+    pair.b.stop_acceptor("amqp")  # dc1's DC2 mirror came in through it
+    wait_for(lambda: not pair.a.broker_connections()[0]["connected"])
+    assert pair.a.broker_connections()[0]["started"] is True  # still retrying
+    pair.b.start_acceptor("amqp")
+    wait_for(lambda: pair.a.broker_connections()[0]["connected"])
+
+
+def test_a_separate_mirror_acceptor_survives_fencing_the_client_acceptor(tmp_path):
+    client_a, client_b, mirror_a, mirror_b = (free_port() for _ in range(4))
+    inst_a = instance(tmp_path, "dc1", client_a, extra_acceptors={"mirror": mirror_a},
+                      mirror_to=[mirror_connection("DC2", mirror_b)])
+    inst_b = instance(tmp_path, "dc2", client_b, extra_acceptors={"mirror": mirror_b},
+                      mirror_to=[mirror_connection("DC1", mirror_a)])
+    a, b = start(inst_a), start(inst_b)
+    try:
+        wait_for(lambda: all(c["connected"] for br in (a, b) for c in br.broker_connections()))
+        a.stop_acceptor("amqp")  # fence dc1's clients
+        time.sleep(0.3)
+        assert all(c["connected"] for br in (a, b) for c in br.broker_connections())
+        send(client_b, "orders", ["after-fence"])
+        wait_for(lambda: count(a, "orders") == 1)
+    finally:
+        a.stop()
+        b.stop()

@@ -24,7 +24,7 @@ from typing import Any
 
 from proton import Collector, Condition, Event, Link, Message, Terminus, symbol
 
-from artemis_lab import errors, reload
+from artemis_lab import errors, reload, versions
 from artemis_lab.core import codec, pn, security
 from artemis_lab.core.connection import AmqpSocket
 from artemis_lab.core.journal import Journal
@@ -81,7 +81,7 @@ class Broker:
         self.cfg = instance.broker
         self.realm = realm
         self.name = self.cfg.name
-        self.version = f"{instance.emulated_version}-lab"
+        self.version = instance.emulated_version + versions.LAB_SUFFIX
         self.node_id = ""
         self._lock = threading.RLock()
         self.addresses: dict[str, Address] = {}
