@@ -356,7 +356,7 @@ class JolokiaClient:
 
     def close(self) -> None:
         close = getattr(self.transport, "close", None)
-        if close:
+        if callable(close):
             close()
 
     # ---- HTTP

@@ -179,8 +179,8 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
             if total is not None and total > len(queues):
                 notes.append("listQueues returned %d of %d queues" % (len(queues), total))
         else:
-            notes.append("listQueues failed: %s" % j.error_from_item(qres.request, qres.status, qres.error_type,
-                                                                    qres.error))
+            err = j.error_from_item(qres.request, qres.status, qres.error_type, qres.error)
+            notes.append("listQueues failed: %s" % err)
     else:
         for mbean, attrs in _pattern_value(qres, notes, "queue MBeans").items():
             try:
@@ -401,8 +401,8 @@ class SiteCollector:
         # Before 2.32 the SNF queue has no MBean and may be missing from QueueNames: ask listQueues whenever the
         # broker has connections, and learn which of them are mirrors from the answer.
         pending = [m for m in snap["mirrors"].values() if m["snf"] is None]
-        if source == "mbeans" and (pending or snap["connections"]) and not snap["features"].get("snf_queue_mbean",
-                                                                                                  True):
+        no_snf_mbean = not snap["features"].get("snf_queue_mbean", True)
+        if source == "mbeans" and (pending or snap["connections"]) and no_snf_mbean:
             options = json.dumps({"field": "name", "operation": "CONTAINS", "value": lag.MIRROR_QUEUE_PREFIX})
             res = self.client.bulk([j.exec_request(on.broker(broker_name), "listQueues(java.lang.String,int,int)",
                                                    options, 1, 1000)])[0]

@@ -16,14 +16,19 @@ description:
     connected, its URI, the mirror store-and-forward (SNF) queue backlog (C(MessageCount), C(DeliveringCount)),
     the event add and drain rates from two samples O(sample_interval) apart, the lag in seconds derived from the
     backlog and the drain rate, and RPO/RTO estimates.
-  - The SNF C(FirstMessageAge) is not used as lag; on real Artemis it is null while events are in flight and
-    epoch-sized when the oldest event has no timestamp. It is only reported when plausible.
+  - The SNF C(FirstMessageAge) is not a lag signal (on real Artemis it is null while events are in flight and
+    epoch-sized when the oldest event has no timestamp) and is not read; RV(connections[].first_message_age_seconds)
+    stays null.
   - With O(peer), also reports the peer's C(PendingMirrorAcks) (mirrored acks the target could not apply yet) and
     compares the message count of every queue between the two sites, listing the differences (internal,
     management, notification and C($ACTIVEMQ_ARTEMIS_MIRROR_*) queues excluded).
-  - Every sample is one bulk Jolokia request per site whatever the number of queues.
+  - Every sample is one bulk Jolokia request per site whatever the number of queues (queues come from one
+    C(listQueues) call). The first of the two samples reads only the mirror queues' counters; the second sample of
+    the site and the peer's sample are taken concurrently.
+  - Before 2.32 the SNF queue has no MBean and is not listed by C(listQueues) either, so the backlog and the rates
+    are null there.
   - A value the broker's release cannot give (C(PendingMirrorAcks) before 2.40, C(connected) and C(uri) before
-    2.39, the SNF queue MBean before 2.32) is null with a note, never a made-up zero. Before 2.39 C(connected) is
+    2.39, the SNF queue before 2.32) is null with a note, never a made-up zero. Before 2.39 C(connected) is
     inferred from the SNF queue's consumer count (see C(connected_source)).
 author:
   - continuity.artemis contributors (@continuity-artemis)
@@ -152,7 +157,7 @@ connections:
       description: "Backlog / effective drain rate; 0 when empty; null when not draining."
       type: float
     first_message_age_seconds:
-      description: "SNF FirstMessageAge when plausible, else null."
+      description: "Always null here (FirstMessageAge is not read); kept for the shape shared with the agent."
       type: float
     pending_acks:
       description: "Peer's PendingMirrorAcks (null without peer or before 2.40)."
