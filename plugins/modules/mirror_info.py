@@ -25,8 +25,8 @@ description:
   - Every sample is one bulk Jolokia request per site whatever the number of queues (queues come from one
     C(listQueues) call). The first of the two samples reads only the mirror queues' counters; the second sample of
     the site and the peer's sample are taken concurrently.
-  - Before 2.32 the SNF queue has no MBean and is not listed by C(listQueues) either, so the backlog and the rates
-    are null there.
+  - Before 2.32 the SNF queue has no MBean; when C(listQueues) does not list it either (the lab does not), the
+    backlog and the rates are null.
   - A value the broker's release cannot give (C(PendingMirrorAcks) before 2.40, C(connected) and C(uri) before
     2.39, the SNF queue before 2.32) is null with a note, never a made-up zero. Before 2.39 C(connected) is
     inferred from the SNF queue's consumer count (see C(connected_source)).
