@@ -230,7 +230,8 @@ class Consumer(amqp.ManagedClient):
         self.last_message = time.monotonic()
         self.receiver = None
         self.txn = None
-        self.txn_committing: list[dict] | None = None
+        self.txn_committing: list[tuple[Any, dict]] | None = None
+        self.waiting: list[tuple[Any, dict]] = []  # transacted: received while no transaction was declared
         self.ledger = evidence.EvidenceWriter(
             evidence.ledger_path(cfg.evidence_dir, cfg.run_id, "received", name), run_id=cfg.run_id,
             ledger="received", writer=name)
@@ -267,9 +268,8 @@ class Consumer(amqp.ManagedClient):
         if not self.held:
             self.batch_started = time.monotonic()
         if mode == "transacted":
-            if self.txn is None:  # not declared yet: release so it comes back within a transaction
-                self.release(event.delivery, delivered=False)
-                self.engine.counters.add("received_released")
+            if self.txn is None:  # between two transactions: accepted in the next one once it is declared
+                self.waiting.append((event.delivery, rec))
                 return
             self.txn.accept(event.delivery)
         self.held.append((event.delivery, rec))
@@ -287,9 +287,15 @@ class Consumer(amqp.ManagedClient):
                 self._write(rec, now)
             self.held = []
         elif self.cfg.ack_mode == "transacted" and self.txn is not None and self.txn_committing is None:
-            self.txn_committing = [rec for _, rec in self.held]
+            self.txn_committing = self.held
             self.held = []
-            self.txn.commit()
+            txn, self.txn = self.txn, None  # messages arriving during the discharge wait for the next one
+            txn.commit()
+
+    @property
+    def busy(self) -> bool:
+        """Acknowledgements still to make or to be confirmed (batch, transacted)."""
+        return bool(self.held or self.waiting or self.txn_committing)
 
     def tick(self, now_m: float) -> None:
         if self.held and now_m - self.batch_started >= self.cfg.batch_timeout:
@@ -298,10 +304,17 @@ class Consumer(amqp.ManagedClient):
     # transactions ---------------------------------------------------------------------------------------------
     def on_transaction_declared(self, event) -> None:
         self.txn = event.transaction
+        if self.waiting and not self.held:
+            self.batch_started = time.monotonic()
+        for dlv, rec in self.waiting:
+            self.txn.accept(dlv)
+            self.held.append((dlv, rec))
+        self.waiting = []
 
     def on_transaction_committed(self, event) -> None:
         now = time.time()
-        for rec in self.txn_committing or []:
+        for dlv, rec in self.txn_committing or []:
+            dlv.settle()  # the broker settled them with the discharge; forget them locally too
             self._write(rec, now)
         self.txn_committing = None
         self.txn = None
@@ -316,7 +329,7 @@ class Consumer(amqp.ManagedClient):
     def on_transaction_aborted(self, event) -> None:
         # The broker rolled back: those messages come back (redelivered); no ack happened.
         self.engine.counters.add("txn_aborted")
-        for rec in self.txn_committing or []:
+        for _, rec in self.txn_committing or []:
             self._write(rec, None)
         self.txn_committing = None
         self.txn = None
@@ -342,9 +355,10 @@ class Consumer(amqp.ManagedClient):
         for _, rec in self.held:
             self._write(rec, None)
             self.engine.counters.add("unacked_at_loss")
-        for rec in self.txn_committing or []:
+        for _, rec in [*(self.txn_committing or []), *self.waiting]:
             self._write(rec, None)
             self.engine.counters.add("unacked_at_loss")
+        self.waiting = []
         self.held = []
         self.txn_committing = None
         self.txn = None
@@ -477,7 +491,8 @@ class TrafficEngine:
         waited = now_m - self._stop_started
         timed_out = waited >= self.cfg.drain_timeout
         producers_idle = all(p.idle or not p.ready for p in self.producers)
-        consumers_idle = all(now_m - c.last_message >= self.cfg.drain_idle or not c.ready for c in self.consumers)
+        consumers_idle = all(not c.ready or (now_m - c.last_message >= self.cfg.drain_idle and not c.busy)
+                             for c in self.consumers)
         if self.fatal is None and not timed_out and not (producers_idle and consumers_idle):
             return False
         clean = self.fatal is None

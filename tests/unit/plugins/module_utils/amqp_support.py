@@ -10,6 +10,8 @@ It is NOT Artemis and not the lab broker: just enough to exercise the probe and 
   seconds, in order; ``cut_mirror()`` holds them (a backlog) until ``restore_mirror()``.
 - ``fence(site)`` closes the listener and drops its connections (clients then get connection refused).
 - ``auto_create=False`` closes links to unknown addresses with amqp:not-found.
+- ``transactions=True`` adds a local-transaction coordinator (declare, transactional accept, discharge with
+  commit or rollback); without it a coordinator link is refused (amqp:not-implemented).
 - SASL: proton's server side without Cyrus only offers ANONYMOUS; PLAIN is tested against the lab broker.
 """
 
@@ -28,6 +30,7 @@ from proton import Condition, Delivery, Endpoint, Terminus
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
+TRANSACTIONAL_STATE, DECLARED = 0x34, 0x33
 _SELECTOR_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*'([^']*)'\s*$")
 
 
@@ -58,6 +61,7 @@ class Site:
         self.peer: Site | None = None
         self.accepted_sends = 0
         self.acks = 0
+        self.acked_at: dict[Any, float] = {}  # message id -> when the broker applied its acknowledgement
 
     @property
     def url(self) -> str:
@@ -90,7 +94,7 @@ class MiniBroker(MessagingHandler):
     """``with MiniBroker(["dc1", "dc2"], mirror=True) as b: b.url("dc1")``."""
 
     def __init__(self, sites=("dc1",), mirror: bool = False, mirror_delay: float = 0.0, auto_create: bool = True,
-                 known_addresses=()) -> None:
+                 known_addresses=(), transactions: bool = False) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
         self.sites = {name: Site(name, free_port()) for name in sites}
         if mirror:
@@ -100,6 +104,10 @@ class MiniBroker(MessagingHandler):
         self.mirror_cut = False
         self.auto_create = auto_create
         self.known = set(known_addresses)
+        self.transactions = transactions
+        self._txns: dict[Any, list] = {}
+        self.commits = 0
+        self.rollbacks = 0
         self._ids = itertools.count(1)
         self._events: collections.deque = collections.deque()  # (due, fn) mirror events in order
         self._cmds: queue.Queue = queue.Queue()
@@ -176,6 +184,13 @@ class MiniBroker(MessagingHandler):
 
     def set_mirror_delay(self, delay: float) -> None:
         self.call(setattr, self, "mirror_delay", delay)
+
+    def unsettled(self) -> int:
+        """Deliveries handed to consumers and not yet acknowledged (transactional accepts included)."""
+        return self.call(lambda: len(self._unsettled) + sum(len(v) for v in self._txns.values()))
+
+    def acked_at(self, site: str) -> dict:
+        return self.call(lambda: dict(self.sites[site].acked_at))
 
     def mirror_backlog(self) -> int:
         return self.call(lambda: len(self._events))
@@ -259,6 +274,13 @@ class MiniBroker(MessagingHandler):
             link._browse = browse
             (site.browsers if browse else site.consumers)[address].append(link)
         else:
+            if link.remote_target.type == Terminus.COORDINATOR and self.transactions:
+                link._mini = None
+                link._mini_coord = True
+                link.target.type = Terminus.COORDINATOR
+                link.open()
+                link.flow(100)
+                return
             if link.remote_target.type == Terminus.COORDINATOR:
                 # no transactions here: answer like a broker without a coordinator
                 link._mini = None
@@ -295,6 +317,9 @@ class MiniBroker(MessagingHandler):
             event.link.close()
 
     def on_message(self, event) -> None:
+        if getattr(event.link, "_mini_coord", False):
+            self._coordinate(event)
+            return
         if getattr(event.link, "_mini", None) is None:
             event.delivery.update(Delivery.REJECTED)
             event.delivery.settle()
@@ -374,16 +399,57 @@ class MiniBroker(MessagingHandler):
         if lst and len(lst) > 1:
             lst.append(lst.pop(0))
 
+    def _coordinate(self, event) -> None:
+        body, dlv = event.message.body, event.delivery
+        what = str(getattr(body, "descriptor", ""))
+        if what == "amqp:declare:list":
+            tid = f"txn-{next(self._ids)}".encode()
+            self._txns[tid] = []
+            dlv.local.data = [tid]
+            dlv.update(DECLARED)
+        elif what == "amqp:discharge:list":
+            tid, failed = bytes(body.value[0]), bool(body.value[1])
+            touched = set()
+            for site, address, stored, d in self._txns.pop(tid, []):
+                if failed:
+                    stored.delivery_count += 1
+                    site.queues[address].appendleft(stored)
+                else:
+                    self._acked(site, address, stored)
+                d.settle()
+                touched.add((site.name, address))
+            if failed:
+                self.rollbacks += 1
+            else:
+                self.commits += 1
+            dlv.update(Delivery.ACCEPTED)
+            for name, address in touched:
+                self._dispatch(self.sites[name], address)
+        else:
+            dlv.update(Delivery.REJECTED)
+        dlv.settle()
+        event.link.flow(1)
+
+    def _acked(self, site: Site, address: str, stored: Stored) -> None:
+        site.acks += 1
+        site.acked_at[stored.message.id] = time.time()
+        if site.peer is not None:
+            peer, mid = site.peer, stored.mid
+            self._mirror(lambda: self._remove(peer, address, mid))
+
     def on_delivery(self, event) -> None:
         dlv = event.delivery
-        if dlv.link.is_sender and dlv in self._unsettled and (dlv.updated or dlv.remote_settled):
+        if dlv.link.is_sender and dlv in self._unsettled and dlv.remote_state == TRANSACTIONAL_STATE:
+            # a transactional accept: held until the discharge commits or rolls back
+            tid = bytes((dlv.remote.data or [b""])[0])  # proton hands binaries out as memoryviews
+            site, address, stored = self._unsettled.pop(dlv)
+            self._txns.setdefault(tid, []).append((site, address, stored, dlv))
+            return
+        if dlv.link.is_sender and dlv in self._unsettled and (dlv.updated or dlv.settled):
             site, address, stored = self._unsettled.pop(dlv)
             state = dlv.remote_state
             if state == Delivery.ACCEPTED:
-                site.acks += 1
-                if site.peer is not None:
-                    peer, mid = site.peer, stored.mid
-                    self._mirror(lambda: self._remove(peer, address, mid))
+                self._acked(site, address, stored)
             elif state == Delivery.MODIFIED:
                 stored.delivery_count += 1
                 site.queues[address].appendleft(stored)
@@ -414,6 +480,15 @@ class MiniBroker(MessagingHandler):
             del self._unsettled[dlv]
             stored.delivery_count += 1
             site.queues[address].appendleft(stored)
+        for tid, entries in self._txns.items():  # transactional accepts of a vanished link roll back
+            keep = []
+            for entry in entries:
+                if getattr(entry[3].link, "_mini_id", None) == lid:
+                    entry[2].delivery_count += 1
+                    site.queues[address].appendleft(entry[2])
+                else:
+                    keep.append(entry)
+            self._txns[tid] = keep
         link._mini = None
         self._dispatch(site, address)
 
