@@ -22,7 +22,7 @@ import time
 import uuid
 from typing import Any
 
-from proton import Collector, Condition, Event, Link, Message, Terminus, symbol
+from proton import Collector, Condition, Event, Link, Terminus, symbol
 
 from artemis_lab import errors, reload, versions
 from artemis_lab.core import codec, pn, security
@@ -1078,14 +1078,13 @@ class Broker:
             self.route(address, stored, smeta, from_mirror=True, origin=(origin_node, int(eid or 0)))
             return
         event = str(event)
-        body = Message()
-        body.decode(raw)
+        body = codec.body_value(raw)
         if event == POST_ACK:
             qname = str(ann.get(str(QUEUE)))
             origin_node = str(ann.get(str(BROKER_ID)) or node)
-            self.ack_manager.handle(qname, origin_node, int(body.body))
+            self.ack_manager.handle(qname, origin_node, int(body))
         elif event == ADD_ADDRESS:
-            info = json.loads(body.body)
+            info = json.loads(body)
             self._create_address(info["name"], {r.upper() for r in info.get("routingTypes", ["MULTICAST"])},
                                  capture=False)
         elif event == DELETE_ADDRESS:
@@ -1093,7 +1092,7 @@ class Broker:
             if addr is not None and not addr.internal:
                 self._delete_address(addr, capture=False)
         elif event == CREATE_QUEUE:
-            info = json.loads(body.body)
+            info = json.loads(body)
             if info["name"] not in self.queues:
                 self._create_queue(info["address"], info["name"], info.get("routing-type", "ANYCAST"),
                                    bool(info.get("durable", True)), info.get("filter-string"),

@@ -31,6 +31,8 @@ class Meta:
     header_end: int = 0  # offset after the header section (0 if none)
     da_start: int = -1  # delivery annotations span, -1 when absent
     da_end: int = -1
+    ma_start: int = -1  # message annotations span, -1 when absent
+    ma_end: int = -1
     annotations: dict | None = None  # message annotations, only decoded when asked
 
 
@@ -56,6 +58,7 @@ _FIXED = {0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0, 0x50: 1, 0x51: 1
 _UNPACK_LEN = struct.Struct(">I").unpack_from
 _UNPACK_Q = struct.Struct(">q").unpack_from
 _UNPACK_QU = struct.Struct(">Q").unpack_from
+_UNPACK_I = struct.Struct(">i").unpack_from
 
 
 class _Unknown(Exception):
@@ -110,6 +113,19 @@ def _value(raw: bytes, pos: int):
         return 0, pos + 1
     if code == 0x98:
         return uuid.UUID(bytes=bytes(raw[pos + 1 : pos + 17])), pos + 17
+    if code == 0x81:
+        return _UNPACK_Q(raw, pos + 1)[0], pos + 9
+    if code == 0x55 or code == 0x54:
+        v = raw[pos + 1]
+        return (v - 256 if v > 127 else v), pos + 2
+    if code == 0x71:
+        return _UNPACK_I(raw, pos + 1)[0], pos + 5
+    if code == 0x52:
+        return raw[pos + 1], pos + 2
+    if code == 0x70:
+        return _UNPACK_LEN(raw, pos + 1)[0], pos + 5
+    if code == 0x43:
+        return 0, pos + 1
     return None, _skip(raw, pos)
 
 
@@ -149,6 +165,8 @@ def _fast_scan(raw: bytes) -> Meta:
                 m.priority = int(fields[1])
         elif code == DELIVERY_ANNOTATIONS:
             m.da_start, m.da_end = pos, end
+        elif code == MESSAGE_ANNOTATIONS:
+            m.ma_start, m.ma_end = pos, end
         elif code == PROPERTIES:
             fields = _list(raw, pos + 3, 8)
             if len(fields) > 0 and fields[0] is not None:
@@ -167,12 +185,56 @@ def _fast_scan(raw: bytes) -> Meta:
 
 
 def scan(raw: bytes, want_annotations: bool = False) -> Meta:
-    if not want_annotations:
-        try:
-            return _fast_scan(raw)
-        except (_Unknown, IndexError, struct.error):
-            pass  # unusual encoding: proton's decoder below handles everything
+    try:
+        m = _fast_scan(raw)
+        if want_annotations:
+            m.annotations = _map(raw, m.ma_start) if m.ma_start >= 0 else {}
+        return m
+    except (_Unknown, IndexError, struct.error, UnicodeDecodeError):
+        pass  # unusual encoding: proton's decoder below handles everything
     return _slow_scan(raw, want_annotations)
+
+
+def _map(raw: bytes, section: int) -> dict:
+    """The map of the annotations section starting at `section` (keys as str)."""
+    pos = section + 3
+    code = raw[pos]
+    if code == 0xC1:
+        count, pos = raw[pos + 2], pos + 3
+    elif code == 0xD1:
+        count, pos = _UNPACK_LEN(raw, pos + 5)[0], pos + 9
+    else:
+        raise _Unknown(code)
+    out = {}
+    for _ in range(count // 2):
+        key, pos = _value(raw, pos)
+        start = pos
+        value, pos = _value(raw, pos)
+        if value is None and raw[start] != 0x40:
+            raise _Unknown(raw[start])  # a value type the fast reader does not decode
+        out[key] = value
+    return out
+
+
+def body_value(raw: bytes) -> Any:
+    """The amqp-value body (mirror control events carry a string or a long)."""
+    try:
+        pos = 0
+        while pos < len(raw):
+            code = raw[pos + 2]
+            if code == 0x77:
+                value, _ = _value(raw, pos + 3)
+                if value is not None or raw[pos + 3] == 0x40:
+                    return value
+                break
+            pos = _skip(raw, pos + 3)
+    except (_Unknown, IndexError, struct.error):
+        pass
+    from proton import Message
+
+    msg = Message()
+    msg.decode(raw)
+    return msg.body
 
 
 def _slow_scan(raw: bytes, want_annotations: bool = False) -> Meta:
@@ -222,23 +284,44 @@ def application_properties(raw: bytes) -> dict:
 
 
 def encode_header(durable: bool, priority: int, delivery_count: int) -> bytes:
-    d = Data()
-    d.put_described()
-    d.enter()
-    d.put_ulong(HEADER)
-    d.put_list()
-    d.enter()
-    d.put_bool(durable)
-    d.put_ubyte(priority)
-    d.put_null()
-    d.put_bool(False)
-    d.put_uint(delivery_count)
-    d.exit()
-    d.exit()
-    return bytes(d.encode())
+    """Header section: durable, priority, ttl (none), first-acquirer false, delivery-count."""
+    body = (b"\x41" if durable else b"\x42") + b"\x50" + bytes([priority & 0xFF]) + b"\x40\x42\x70" + \
+        struct.pack(">I", delivery_count)
+    return b"\x00\x53\x70\xc0" + bytes([len(body) + 1, 5]) + body
+
+
+_PACK_LEN = struct.Struct(">I").pack
+_PACK_Q = struct.Struct(">q").pack
+
+
+def _enc(value: Any) -> bytes:
+    if value is None:
+        return b"\x40"
+    if isinstance(value, bool):
+        return b"\x41" if value else b"\x42"
+    if isinstance(value, symbol):
+        data = value.encode("ascii")
+        return (b"\xa3" + bytes([len(data)]) if len(data) < 256 else b"\xb3" + _PACK_LEN(len(data))) + data
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+        return (b"\xa1" + bytes([len(data)]) if len(data) < 256 else b"\xb1" + _PACK_LEN(len(data))) + data
+    if isinstance(value, int):
+        return b"\x81" + _PACK_Q(value)
+    raise _Unknown(type(value))
 
 
 def encode_map_section(code: int, values: dict) -> bytes:
+    """A described map section (annotations): symbol keys, simple values."""
+    try:
+        body = b"".join(_enc(symbol(k)) + _enc(v) for k, v in values.items())
+        count = 2 * len(values)
+        if len(body) < 255 and count < 256:
+            head = b"\xc1" + bytes([len(body) + 1, count])
+        else:
+            head = b"\xd1" + _PACK_LEN(len(body) + 4) + _PACK_LEN(count)
+        return b"\x00\x53" + bytes([code]) + head + body
+    except _Unknown:
+        pass
     d = Data()
     d.put_object(Described(ulong(code), values))
     return bytes(d.encode())
@@ -266,11 +349,21 @@ def without_delivery_annotations(raw: bytes, meta: Meta) -> bytes:
 def read_delivery_annotations(raw: bytes, meta: Meta) -> dict:
     if meta.da_start < 0:
         return {}
+    try:
+        return _map(raw, meta.da_start)
+    except (_Unknown, IndexError, struct.error, UnicodeDecodeError):
+        pass
     d = Data()
     d.decode(raw[meta.da_start : meta.da_end])
     d.rewind()
     d.next()
     return {str(k): bytes(v) if isinstance(v, memoryview) else v for k, v in (d.get_object().value or {}).items()}
+
+
+def encode_event(annotations: dict, body: Any, durable: bool) -> bytes:
+    """A mirror control message: header, message annotations, amqp-value body."""
+    header = encode_header(durable, 4, 0)
+    return header + encode_map_section(MESSAGE_ANNOTATIONS, annotations) + b"\x00\x53\x77" + _enc(body)
 
 
 def sym(name: str) -> symbol:

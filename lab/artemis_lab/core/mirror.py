@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from proton import Message, symbol
+from proton import symbol
 
 from artemis_lab.core import codec, pn
 from artemis_lab.core.connection import AmqpSocket
@@ -119,7 +119,7 @@ class MirrorSource:
         self._event({EVENT_TYPE: symbol(kind), ADDRESS: queue.address, QUEUE: queue.name}, body)
 
     def _event(self, ann: dict, body: Any, keep_id: bool = True, front: bool = False) -> None:
-        raw = bytes(Message(body=body, annotations=ann, durable=self.mirror.durable).encode())
+        raw = codec.encode_event(ann, body, self.mirror.durable)
         self.b.enqueue_mirror_event(self, raw, with_id=keep_id, front=front)
 
     def sync_definitions(self) -> None:
@@ -139,7 +139,7 @@ class MirrorSource:
                                json.dumps({"name": q.name, "address": q.address, "routing-type": q.routing_type,
                                            "durable": q.durable, "filter-string": q.filter})))
         for ann, body in reversed(events):
-            raw = bytes(Message(body=body, annotations=ann, durable=False).encode())
+            raw = codec.encode_event(ann, body, False)
             self.b.enqueue_mirror_event(self, raw, with_id=False, front=True)
 
     # --- outgoing connection ------------------------------------------------------------------------
