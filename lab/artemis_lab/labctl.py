@@ -197,6 +197,25 @@ def up(plan: Plan, timeout: float = 90) -> dict[str, Any]:
               MIRROR_PASSWORD, "--role", MIRROR_ROLE])
         configure_site(instance, site, plan)
 
+    wan_info = start_wan(plan, state)
+
+    for site in SITES:
+        instance = root / site
+        _run([str(instance / "bin" / "artemis-service"), "start"])
+        pid = int((instance / "data" / "artemis.pid").read_text().strip())
+        state["processes"].append({"kind": "broker", "name": site, "pid": pid, "instance_dir": str(instance)})
+        _save_state(root, state)
+
+    endpoints = describe(plan, state, home, wan_info, timeout)
+    tmp = endpoints_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(endpoints, indent=2) + "\n")
+    tmp.replace(endpoints_path)
+    return endpoints
+
+
+def start_wan(plan: Plan, state: dict[str, Any]) -> dict[str, Any]:
+    """Start one WAN link per direction (the mirror of `source` into `target` goes through it)."""
+    root = plan.root
     wan_info: dict[str, Any] = {}
     for target in SITES:
         source = _peer(target)
@@ -215,13 +234,13 @@ def up(plan: Plan, timeout: float = 90) -> dict[str, Any]:
                           "target": f"127.0.0.1:{plan.sites[target].mirror}",
                           "control_url": f"http://127.0.0.1:{plan.wan_control[target]}", "pid": proc.pid}
 
-    for site in SITES:
-        instance = root / site
-        _run([str(instance / "bin" / "artemis-service"), "start"])
-        pid = int((instance / "data" / "artemis.pid").read_text().strip())
-        state["processes"].append({"kind": "broker", "name": site, "pid": pid, "instance_dir": str(instance)})
-        _save_state(root, state)
+    return wan_info
 
+
+def describe(plan: Plan, state: dict[str, Any], home: Path, wan_info: dict[str, Any],
+             timeout: float) -> dict[str, Any]:
+    """Wait until both brokers answer and their mirrors are connected; the endpoints document."""
+    root = plan.root
     sites: dict[str, Any] = {}
     for site in SITES:
         ports = plan.sites[site]
@@ -265,10 +284,44 @@ def up(plan: Plan, timeout: float = 90) -> dict[str, Any]:
         "sites": sites,
         "wan": wan_info,
     }
-    tmp = endpoints_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(endpoints, indent=2) + "\n")
-    tmp.replace(endpoints_path)
     return endpoints
+
+
+def register(plan: Plan, timeout: float = 120) -> dict[str, Any]:
+    """After playbooks/deploy.yml created and started the brokers: record their pids next to the WAN links
+    (so lab-down stops them), wait for the mirrors, write endpoints.json."""
+    root = plan.root
+    state = json.loads(_state_file(root).read_text()) if _state_file(root).exists() else {"processes": []}
+    state["processes"] = [p for p in state["processes"] if p["kind"] != "broker"]
+    for site in SITES:
+        instance = root / site
+        pid_file = instance / "data" / "artemis.pid"
+        if not pid_file.exists():
+            raise SystemExit(f"{site}: no broker pid at {pid_file}: did playbooks/deploy.yml run with LAB_ROOT={root}?")
+        state["processes"].append({"kind": "broker", "name": site, "pid": int(pid_file.read_text().strip()),
+                                   "instance_dir": str(instance)})
+    _save_state(root, state)
+    wan_info = state.get("wan", {})
+    homes = sorted((root / "dist").glob("lab-artemis-*")) if (root / "dist").exists() else []
+    endpoints = describe(plan, state, homes[-1] if homes else root / "dist", wan_info, timeout)
+    path = root / "endpoints.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(endpoints, indent=2) + "\n")
+    tmp.replace(path)
+    return endpoints
+
+
+def wan_up(plan: Plan) -> dict[str, Any]:
+    """Only the WAN links: the brokers are deployed by playbooks/deploy.yml (LAB_USE_WAN=true)."""
+    root = plan.root
+    root.mkdir(parents=True, exist_ok=True)
+    state = json.loads(_state_file(root).read_text()) if _state_file(root).exists() else {"processes": []}
+    if any(p["kind"] == "wan" and _alive(p.get("pid")) for p in state["processes"]):
+        return state.get("wan", {})
+    state["processes"] = [p for p in state["processes"] if p["kind"] != "wan"]
+    state["wan"] = start_wan(plan, state)
+    _save_state(root, state)
+    return state["wan"]
 
 
 def _stop_pid(pid: int, grace: float) -> None:
@@ -311,7 +364,7 @@ def status(plan: Plan) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m artemis_lab.labctl", description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=["up", "down", "status"])
+    p.add_argument("command", choices=["up", "down", "status", "wan-up", "register"])
     p.add_argument("--timeout", type=float, default=90)
     args = p.parse_args(argv)
     plan = make_plan()
@@ -326,6 +379,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {site}: jolokia {info['jolokia_url']}  amqp {info['amqp_url']}  pid {info['pid']}")
         for name, info in endpoints["wan"].items():
             print(f"  wan {name}: {info['listen']} -> {info['target']}  control {info['control_url']}")
+        return 0
+    if args.command == "wan-up":
+        for name, info in wan_up(plan).items():
+            print(f"  wan {name}: {info['listen']} -> {info['target']}  control {info['control_url']}")
+        return 0
+    if args.command == "register":
+        endpoints = register(plan, args.timeout)
+        print(f"lab up (deployed by playbooks/deploy.yml, emulating Artemis {plan.version}): "
+              f"{plan.root / 'endpoints.json'}")
+        for site, info in endpoints["sites"].items():
+            print(f"  {site}: jolokia {info['jolokia_url']}  amqp {info['amqp_url']}  pid {info['pid']}")
         return 0
     if args.command == "down":
         for line in down(plan):
