@@ -44,12 +44,14 @@ class BrokerAPI(Protocol):
         """keys: started (bool), active (bool), uptime_ms (int), connection_count, total_message_count,
         total_consumer_count, total_messages_added, total_messages_acknowledged, pending_mirror_acks (int),
         address_names (list[str]), queue_names (list[str]), plugin_class_names (list[str]),
-        ha_policy (str, Artemis HAPolicy enum name e.g. "PRIMARY_ONLY"), backup (bool)."""
+        ha_policy (str, Artemis HAPolicy enum name e.g. "PRIMARY_ONLY"), backup (bool).
+        Added by the core: node_id (str)."""
 
     # --- addresses ---------------------------------------------------------------------------------
     def address_info(self, address: str) -> dict[str, Any]:
         """keys: routing_types (list[str] upper case), queue_names, message_count, paused, internal,
-        temporary, number_of_messages (alias of message_count), bytes (int). Raises NonExistentAddress."""
+        temporary, number_of_messages (alias of message_count), bytes (int). Raises NonExistentAddress.
+        Added by the core: blocked (bool; Artemis has no such attribute, see block_address), auto_created."""
 
     def create_address(self, address: str, routing_types: list[str]) -> None: ...
 
@@ -64,13 +66,18 @@ class BrokerAPI(Protocol):
 
     def unblock_address(self, address: str) -> bool: ...
 
+    def address_blocked(self, address: str) -> bool:
+        """Added by the core: whether block_address is in force (False for an unknown address). Artemis
+        exposes no such attribute; for lab-side checks and tests only."""
+
     # --- queues ----------------------------------------------------------------------------------
     def queue_info(self, queue: str) -> dict[str, Any]:
         """keys: address, routing_type ("ANYCAST"/"MULTICAST"), durable, temporary, internal, filter,
         message_count, durable_message_count, delivering_count, scheduled_count, consumer_count,
         messages_added, messages_acknowledged, messages_expired, messages_killed,
         first_message_timestamp (ms epoch or None), first_message_age (ms or None), paused,
-        persisted_pause, max_consumers, purge_on_no_consumers, id (int). Raises NonExistentQueue."""
+        persisted_pause, max_consumers, purge_on_no_consumers, id (int). Raises NonExistentQueue.
+        Added by the core: auto_created (bool)."""
 
     def create_queue(self, address: str, queue: str, routing_type: str, durable: bool = True,
                      filter: str | None = None, ignore_if_exists: bool = False) -> None: ...
@@ -92,7 +99,9 @@ class BrokerAPI(Protocol):
     def acceptor_names(self) -> list[str]: ...
 
     def acceptor_info(self, name: str) -> dict[str, Any]:
-        """keys: started (bool), parameters (dict[str, str]), factory_class_name (str)."""
+        """keys: started (bool), parameters (dict[str, str]), factory_class_name (str).
+        Added by the core: bound_port (int, the port actually bound; differs from the configured one when
+        that is 0, and stays the same across stop/start)."""
 
     def start_acceptor(self, name: str) -> None:
         """Bind the port again."""
