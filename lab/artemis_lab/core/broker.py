@@ -57,6 +57,7 @@ from artemis_lab.model import AddressSettingConfig, InstanceConfig
 log = logging.getLogger("artemis_lab.core.broker")
 
 COMPACT_MIN_BYTES = 64 * 1024 * 1024
+ID_RESERVATION = 100_000
 PRODUCER_CREDIT = 1000  # Artemis' amqpCredits default
 PRODUCER_LOW = 300  # amqpLowCredits default
 UNAUTHORIZED = "amqp:unauthorized-access"
@@ -88,6 +89,7 @@ class Broker:
         self.queues: dict[str, Queue] = {}
         self._queues_by_id: dict[int, Queue] = {}
         self._next_id = 1
+        self._id_reserved = 0  # ids below this are covered by an ("I", n) journal record
         data_dir = self.cfg.journal_directory
         if not os.path.isabs(data_dir):
             data_dir = os.path.join(instance.instance_dir, data_dir)
@@ -175,6 +177,12 @@ class Broker:
     def _new_id(self) -> int:
         i = self._next_id
         self._next_id += 1
+        if i >= self._id_reserved:
+            # Ids of non-durable messages/events also reach the peer (its mirror dedup is by id), so a
+            # restarted broker must never reuse one: journal a reservation ahead of use. It is written
+            # before anything carrying these ids leaves (journal flush precedes socket writes).
+            self._id_reserved = i + ID_RESERVATION
+            self.journal.append(("I", self._id_reserved))
         return i
 
     def _replay(self) -> None:
@@ -288,7 +296,7 @@ class Broker:
                 yield ("W", node, eid)
             for (qn, node, oid), attempts in self.ack_manager.pending.items():
                 yield ("T", qn, node, oid, attempts)
-            yield ("I", self._next_id)
+            yield ("I", max(self._next_id, self._id_reserved))
 
         self.journal.rewrite(records())
 

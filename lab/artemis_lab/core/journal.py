@@ -56,6 +56,7 @@ class Journal:
         """Compaction: write the live state to a new file and atomically replace the journal."""
         if not self.enabled:
             return
+        self._buf.clear()  # the rewritten state already includes whatever was only buffered
         os.makedirs(self.directory, exist_ok=True)
         tmp = self.path + ".compact"
         with open(tmp, "wb") as f:
