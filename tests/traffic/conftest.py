@@ -70,7 +70,9 @@ class Lab:
 
 
 def _labctl(action: str, root: Path, timeout: float) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LAB_ROOT": str(root), "LAB_PORT_BASE": "auto"}
+    # A private archive directory: labctl builds the archive from the checkout, so the tests run today's lab code
+    # (build/lab-dist may hold an archive built before the last lab fix).
+    env = {**os.environ, "LAB_ROOT": str(root), "LAB_PORT_BASE": "auto", "LAB_DIST_DIR": str(root / "dist-archives")}
     return subprocess.run([sys.executable, "-m", "artemis_lab.labctl", action], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=ROOT)
 

@@ -221,3 +221,17 @@ def test_config_errors_exit_2(tmp_path):
     res = run_traffic("run", "--url", "amqp://x:1", "--ack-mode", "batch", "--batch-size", "500",
                       "--prefetch", "100", "--evidence-dir", str(tmp_path))
     assert res.returncode == 2 and "--batch-size" in res.stderr
+
+
+def test_live_display_and_status_command(tmp_path):
+    """--display live draws the terminal view (ANSI redraw); `status` prints the status file."""
+    with MiniBroker(["dc1"]) as b:
+        res = run_traffic("run", *urls(b, "dc1"), "--rate", "100", "--duration", "2", "--display", "live",
+                          "--evidence-dir", str(tmp_path), "--run-id", "live", "--status-file",
+                          str(tmp_path / "s.json"), timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "\x1b[2K" in res.stdout and "continuity-traffic  run live" in res.stdout
+    assert "\x1b[4F" in res.stdout  # the block is redrawn in place
+    st = run_traffic("status", "--status-file", str(tmp_path / "s.json"))
+    assert st.returncode == 0 and json.loads(st.stdout)["state"] == "stopped"
+    assert run_traffic("status", "--status-file", str(tmp_path / "nope.json")).returncode == 1
