@@ -176,3 +176,37 @@ def test_filtered_count_and_remove(broker):
     assert broker.remove_messages("orders", "color = 'red'") == 2
     assert broker.count_messages("orders") == 2
     assert [m["properties"]["color"] for m in broker.browse_messages("orders")] == ["blue", "blue"]
+
+
+def test_max_delivery_attempts_drops_or_dead_letters(tmp_path):
+    from core_support import instance as make_instance
+
+    inst = make_instance(tmp_path, queues=("orders", "DLQ"))
+    inst.broker.address_settings[0].max_delivery_attempts = 2
+    inst.broker.address_settings[0].dead_letter_address = "DLQ"
+    b = start(inst)
+    try:
+        port = port_of(b)
+        send(port, "orders", ["poison"])
+        conn = connect(port)
+        rcv = conn.create_receiver("orders")
+        for _ in range(2):
+            assert rcv.receive(timeout=5).body == "poison"
+            rcv.release()
+        flush(conn)
+        wait_for(lambda: b.queue_info("DLQ")["message_count"] == 1)
+        assert b.queue_info("orders")["message_count"] == 0
+        assert b.queue_info("orders")["messages_killed"] == 1
+        conn.close()
+    finally:
+        b.stop()
+
+
+def test_selector_consumers_are_refused_not_ignored(broker):
+    from proton.reactor import Selector
+
+    conn = connect(port_of(broker))
+    with pytest.raises(LinkDetached) as exc:
+        conn.create_receiver("orders", options=Selector("color = 'red'"))
+    assert "not-implemented" in str(exc.value)
+    conn.close()

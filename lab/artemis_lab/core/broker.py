@@ -526,10 +526,30 @@ class Broker:
                 continue
             if count:
                 ref.delivery_count += 1
+                if not q.internal and self._undeliverable(ref):
+                    continue
                 if ref.msg.durable and q.durable:
                     self.journal.append(("C", q.qid, ref.msg.mid, ref.delivery_count))
             q.available.appendleft(ref)
             self._dirty.add(q)
+
+    def _undeliverable(self, ref: Ref) -> bool:
+        """max-delivery-attempts reached: to the dead-letter address when one exists, else dropped
+        (Artemis logs AMQ222149 and drops it)."""
+        settings = self._settings(ref.queue.address)
+        limit = settings.max_delivery_attempts
+        if limit < 0 or ref.delivery_count < limit:
+            return False
+        q = ref.queue
+        q.messages_killed += 1
+        self._ack(ref)
+        dla = settings.dead_letter_address
+        if dla and dla in self.addresses:
+            self.route(dla, ref.msg.raw, ref.msg.meta)
+        else:
+            log.warning("lab broker %s: message %s on %s reached max-delivery-attempts=%d and was dropped",
+                        self.name, ref.msg.mid, q.name, limit)
+        return True
 
     # ================================================================== network loop
     def _run(self) -> None:
@@ -820,6 +840,9 @@ class Broker:
         if q.qid in self._queues_by_id and (q.temporary or (c.subscription and unsubscribe)):
             if not q.consumers:
                 self._destroy_queue(q)
+        elif q.purge_on_no_consumers and not q.consumers and q.qid in self._queues_by_id:
+            while q.available:
+                self._ack(q.available.popleft())
 
     # ------------------------------------------------------------------ attach
     def _on_attach(self, link: Any) -> None:
@@ -839,6 +862,15 @@ class Broker:
         return security.allowed(self.cfg, roles, perm, address)
 
     @staticmethod
+    def _has_filter(terminus: Any) -> bool:
+        data = terminus.filter
+        data.rewind()
+        if data.next() is None:
+            return False
+        value = data.get_object()
+        return bool(value)
+
+    @staticmethod
     def _caps(terminus: Any) -> set[str]:
         out: set[str] = set()
         with contextlib.suppress(Exception):
@@ -855,6 +887,9 @@ class Broker:
         return out
 
     def _attach_producer(self, link: Any, s: AmqpSocket, roles: frozenset[str]) -> None:
+        if link.remote_target.type == Terminus.COORDINATOR:
+            self._refuse(link, "amqp:not-implemented", "transactions are not supported by the lab broker")
+            return
         address = link.remote_target.address
         caps = self._caps(link.remote_target)
         if str(MIRROR_CAPABILITY) in caps:
@@ -916,8 +951,11 @@ class Broker:
             self._refuse(link, "amqp:not-implemented", "dynamic or null sources are not supported by the lab")
             return
         caps = self._caps(src)
+        if self._has_filter(src):
+            self._refuse(link, "amqp:not-implemented", "consumer filters (selectors) are not supported by the lab")
+            return
         browse = src.distribution_mode == Terminus.DIST_MODE_COPY
-        durable_sub = src.durability != Terminus.NONDURABLE or src.expiry_policy == Terminus.EXPIRE_NEVER
+        durable_sub = src.durability != Terminus.NONDURABLE
         perm = "browse" if browse else "consume"
         queue: Queue | None = None
         subscription = False
