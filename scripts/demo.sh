@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# `make demo`: bring up the two-site lab with the collection's own roles, run the DR rehearsal
-# (swapover, swap back, failover drill, failback), run the pipeline, print the verdict and the report path.
+# `make demo`: bring up the two-site lab with the collection's own roles, run the DR rehearsal (swapover, swap
+# back, failover drill with failback), run the Spark pipeline, print the verdict and the path of the HTML report.
+# Re-running works: the lab converges, the rehearsal starts from whichever site is active.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-missing=()
-[ -f playbooks/rehearsal.yml ] || missing+=("playbooks/rehearsal.yml (issue 11)")
-[ -f lab/lab-up.sh ] || missing+=("lab/lab-up.sh (issue 4)")
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "make demo cannot run yet; missing: ${missing[*]}" >&2
-  exit 2
-fi
+export ANSIBLE_CONFIG="$root/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$root/build/collections"
+run_id="rehearsal-$(date -u +%Y%m%dT%H%M%SZ)"
+evidence="${CONTINUITY_EVIDENCE_DIR:-$root/build/evidence}"
+echo "== 1/2 lab: two sites deployed by playbooks/deploy.yml (lab broker emulating Artemis ${LAB_ARTEMIS_VERSION:-2.44.0})"
 bash lab/lab-up.sh
-exec "$root/.venv/bin/ansible-playbook" -i inventories/lab/hosts.yml playbooks/rehearsal.yml \
+echo "== 2/2 rehearsal $run_id: swapover, swap back, failover drill, failback, pipeline"
+set +e
+"$root/.venv/bin/ansible-playbook" -i inventories/lab/hosts.yml playbooks/rehearsal.yml \
+  -e continuity_run_id="$run_id" -e continuity_evidence_dir="$evidence" \
   -e continuity_rehearsal_failover_drill=true -e continuity_rehearsal_confirm_failover_drill=lab "$@"
+rc=$?
+set -e
+summary="$evidence/$run_id/report/summary.json"
+echo
+if [ -f "$summary" ]; then
+  "$root/.venv/bin/python" - "$summary" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("verdict:", s.get("verdict"))
+for key in ("lost", "duplicated", "in_doubt", "rto_seconds", "rpo_messages", "rpo_seconds"):
+    if key in s:
+        print(f"  {key}: {s[key]}")
+PY
+fi
+echo "report:   $evidence/$run_id/report/report.html"
+echo "evidence: $evidence/$run_id"
+echo "(make lab-down stops the lab)"
+exit $rc
