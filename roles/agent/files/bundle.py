@@ -1,0 +1,42 @@
+"""Controller side of roles/agent: pack the agent package, the collection's module_utils and the evidence schema
+into one reproducible tar.gz (sorted names, fixed times and owners), so the host receives ONE file whose checksum
+only changes when the code does (idempotent copy, restart only on a real upgrade).
+
+usage: bundle.py <collection root> <output .tar.gz>
+"""
+
+import gzip
+import io
+import os
+import sys
+import tarfile
+
+PARTS = (
+    ("agent/continuity_agent", "continuity_agent", ".py"),
+    ("plugins/module_utils", "ansible_collections/continuity/artemis/plugins/module_utils", ".py"),
+    ("schemas", "ansible_collections/continuity/artemis/schemas", ".json"),
+)
+
+
+def main(root: str, out: str) -> int:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for src, dest, suffix in PARTS:
+            folder = os.path.join(root, src)
+            names = sorted(n for n in os.listdir(folder) if n.endswith(suffix) and not n.startswith("."))
+            if not names:
+                print("nothing to bundle in %s" % folder, file=sys.stderr)
+                return 1
+            for name in names:
+                with open(os.path.join(folder, name), "rb") as fh:
+                    data = fh.read()
+                info = tarfile.TarInfo("%s/%s" % (dest, name))
+                info.size, info.mtime, info.mode, info.uid, info.gid = len(data), 0, 0o644, 0, 0
+                tar.addfile(info, io.BytesIO(data))
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        gz.write(buf.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
