@@ -140,10 +140,12 @@ class SourceCapability(TargetCapability):
         return bool(link.is_receiver)
 
 
-def flush(conn: BlockingConnection, rounds: int = 5) -> None:
-    """Blocking clients only do I/O inside wait(); push out pending frames (e.g. an accept)."""
-    for _ in range(rounds):
-        conn.container.process()
+def flush(conn: BlockingConnection, address: str = "orders") -> None:
+    """Blocking clients only do I/O inside wait(): a link attach round trip pushes out pending frames (e.g.
+    an accept) and returns once the broker has processed them (frames are handled in order)."""
+    import uuid
+
+    conn.create_sender(address, name=f"barrier-{uuid.uuid4()}").close()
 
 
 def _serve_forever(instance_parent: str, name: str, port: int, mirror_port: int | None = None) -> None:
