@@ -210,3 +210,16 @@ def test_selector_consumers_are_refused_not_ignored(broker):
         conn.create_receiver("orders", options=Selector("color = 'red'"))
     assert "not-implemented" in str(exc.value)
     conn.close()
+
+
+def test_first_message_timestamp_is_the_creation_time_or_zero(broker):
+    port = port_of(broker)
+    conn = connect(port)
+    snd = conn.create_sender("orders")
+    snd.send(Message(body="t", durable=True, creation_time=1_700_000_000.25))
+    snd.send(Message(body="no time", durable=True))
+    conn.close()
+    info = broker.queue_info("orders")
+    assert info["first_message_timestamp"] == 1_700_000_000_250
+    assert info["first_message_age"] > 0
+    assert [m["timestamp"] for m in broker.browse_messages("orders")] == [1_700_000_000_250, 0]

@@ -29,6 +29,7 @@ def test_fast_reader_agrees_with_proton(msg):
         assert getattr(fast, field) == getattr(slow, field), field
     assert fast.durable == bool(msg.durable)
     assert fast.to == msg.address
+    assert fast.creation_time == round((msg.creation_time or 0) * 1000)  # ms, 0 when absent
 
 
 def test_redelivery_header_keeps_every_other_section_byte_exact():

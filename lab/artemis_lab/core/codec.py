@@ -168,15 +168,15 @@ def _fast_scan(raw: bytes) -> Meta:
         elif code == MESSAGE_ANNOTATIONS:
             m.ma_start, m.ma_end = pos, end
         elif code == PROPERTIES:
-            fields = _list(raw, pos + 3, 8)
+            fields = _list(raw, pos + 3, 10)
             if len(fields) > 0 and fields[0] is not None:
                 m.message_id = fields[0]
             if len(fields) > 1 and isinstance(fields[1], bytes):
                 m.user_id = fields[1].decode("utf-8", "replace")
             if len(fields) > 2 and isinstance(fields[2], str):
                 m.to = fields[2]
-            if len(fields) > 7 and isinstance(fields[7], int):
-                m.creation_time = fields[7]
+            if len(fields) > 9 and isinstance(fields[9], int):  # creation-time is the 10th field
+                m.creation_time = fields[9]
             return m
         elif code > PROPERTIES:
             return m
@@ -267,8 +267,8 @@ def _slow_scan(raw: bytes, want_annotations: bool = False) -> Meta:
                 m.user_id = bytes(fields[1]).decode("utf-8", "replace")
             if len(fields) > 2 and fields[2] is not None:
                 m.to = str(fields[2])
-            if len(fields) > 7 and fields[7] is not None:
-                m.creation_time = int(float(fields[7]) * 1000) if isinstance(fields[7], float) else int(fields[7])
+            if len(fields) > 9 and fields[9] is not None:  # creation-time is the 10th field
+                m.creation_time = int(fields[9])
             return m
     return m
 
