@@ -232,3 +232,39 @@ def test_a_separate_mirror_acceptor_survives_fencing_the_client_acceptor(tmp_pat
     finally:
         a.stop()
         b.stop()
+
+
+def test_uri_alternates_are_tried_in_turn(tmp_path):
+    dead, port_b = free_port(), free_port()
+    conn_cfg = mirror_connection("DC2", port_b)
+    conn_cfg.uri = f"tcp://127.0.0.1:{dead}#tcp://127.0.0.1:{port_b}"  # first host down: use the alternate
+    a = start(instance(tmp_path, "dc1", free_port(), mirror_to=[conn_cfg]))
+    b = start(instance(tmp_path, "dc2", port_b))
+    try:
+        wait_for(lambda: a.broker_connections()[0]["connected"])
+        send(int(a.acceptor_info("amqp")["bound_port"]), "orders", ["via-alternate"])
+        wait_for(lambda: count(b, "orders") == 1)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_reconnect_attempts_limit_gives_up(tmp_path):
+    port_b = free_port()
+    conn_cfg = mirror_connection("DC2", port_b)
+    conn_cfg.reconnect_attempts = 2
+    a = start(instance(tmp_path, "dc1", free_port(), mirror_to=[conn_cfg]))
+    try:
+        time.sleep(1.0)  # 1 attempt + 2 retries at 200 ms, then no more
+        b = start(instance(tmp_path, "dc2", port_b))
+        try:
+            time.sleep(0.8)
+            info = a.broker_connections()[0]
+            assert (info["started"], info["connected"]) == (True, False)
+            a.stop_broker_connection("DC2")
+            a.start_broker_connection("DC2")  # an explicit start tries again
+            wait_for(lambda: a.broker_connections()[0]["connected"])
+        finally:
+            b.stop()
+    finally:
+        a.stop()
