@@ -63,7 +63,9 @@ def main() -> int:
         "backend": backend, "seconds": args.seconds, "producers": args.producers, "consumers": args.consumers,
         "size": args.size, "accepted": accepted, "accepted_per_s": round(accepted / args.seconds, 1),
         "acked": snap["acked"], "acked_per_s_incl_drain": round(snap["acked"] / max(1e-6, snap["elapsed"]), 1),
-        "wall_s": round(wall, 1), "exit": res.returncode, "lost": len(rec.lost), "duplicates": len(rec.duplicates),
+        "wall_s": round(wall, 1), "exit": res.returncode,
+        # without consumers nothing is received: "lost" would only count the queue
+        "lost": len(rec.lost) if args.consumers else None, "duplicates": len(rec.duplicates),
         "cpus": os.cpu_count()}))
     return 0 if res.returncode == 0 else 1
 
