@@ -268,3 +268,20 @@ def test_reconnect_attempts_limit_gives_up(tmp_path):
             b.stop()
     finally:
         a.stop()
+
+
+def test_replayed_events_after_a_lost_settlement_are_deduplicated(pair, monkeypatch):
+    from artemis_lab.core.mirror import MirrorSource
+
+    source = pair.a.mirrors["DC2"]
+    # Simulate settlements lost on the wire: dc1 ignores dc2's dispositions, so the events stay unsettled.
+    monkeypatch.setattr(MirrorSource, "on_disposition", lambda self, d: None)
+    send(pair.port_a, "orders", ["once-1", "once-2", "once-3"])
+    wait_for(lambda: count(pair.b, "orders") == 3)
+    assert count(pair.a, SNF_A) >= 3  # not confirmed as far as dc1 knows
+    monkeypatch.undo()
+    pair.a.stop_broker_connection("DC2")  # unsettled events go back to the SNF ...
+    pair.a.start_broker_connection("DC2")  # ... and are sent again
+    wait_for(lambda: count(pair.a, SNF_A) == 0)
+    assert source.connected
+    assert count(pair.b, "orders") == 3  # the replay was recognised, not stored twice
