@@ -343,24 +343,29 @@ def check(record, backend=None):
 def iter_records(path, validate_records=False):
     """Yield ``(line_number, record)`` for every JSON line in ``path``. A bad line raises EvidenceError with the
     file and line, except a torn last line (a writer killed mid-write), which is skipped."""
-    with open(path, "r", encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as exc:
-            if number == len(lines) and not line.endswith("\n"):
-                return
-            raise EvidenceError("%s:%d: not JSON: %s" % (path, number, exc)) from None
-        if isinstance(rec, dict) and rec.get("schema") != SCHEMA_ID:
-            raise EvidenceError("%s:%d: schema is %r, expected %r" % (path, number, rec.get("schema"), SCHEMA_ID))
-        if validate_records:
-            problems = validate(rec)
-            if problems:
-                raise EvidenceError("%s:%d: %s" % (path, number, "; ".join(problems)))
-        yield number, rec
+    with open(path, "r", encoding="utf-8") as fh:  # streamed: ledgers can hold millions of lines
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                if not line.endswith("\n"):
+                    return  # only the last line can lack its newline: torn by a kill -9 mid-write
+                raise EvidenceError("%s:%d: not JSON: %s" % (path, number, exc)) from None
+            _check_read(path, number, rec, validate_records)
+            yield number, rec
+
+
+def _check_read(path, number, rec, validate_records):
+    """Raise EvidenceError (file:line) for a record of another schema version or an invalid one."""
+    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA_ID:
+        raise EvidenceError("%s:%d: schema is %r, expected %r" % (
+            path, number, rec.get("schema") if isinstance(rec, dict) else None, SCHEMA_ID))
+    if validate_records:
+        problems = validate(rec)
+        if problems:
+            raise EvidenceError("%s:%d: %s" % (path, number, "; ".join(problems)))
 
 
 def read_records(path, validate_records=False):
