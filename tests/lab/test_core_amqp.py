@@ -223,3 +223,33 @@ def test_first_message_timestamp_is_the_creation_time_or_zero(broker):
     assert info["first_message_timestamp"] == 1_700_000_000_250
     assert info["first_message_age"] > 0
     assert [m["timestamp"] for m in broker.browse_messages("orders")] == [1_700_000_000_250, 0]
+
+
+def test_duplicate_id_detection_survives_restart(tmp_path):
+    from core_support import DictRealm
+    from core_support import instance as make_instance
+
+    from artemis_lab.core.broker import Broker
+
+    inst = make_instance(tmp_path)
+    b = start(inst)
+    try:
+        port = port_of(b)
+        conn = connect(port)
+        snd = conn.create_sender("orders")
+        snd.send(Message(body="first", durable=True, properties={"_AMQ_DUPL_ID": "order-1"}))
+        snd.send(Message(body="again", durable=True, properties={"_AMQ_DUPL_ID": "order-1"}))  # accepted, dropped
+        snd.send(Message(body="other", durable=True, properties={"_AMQ_DUPL_ID": "order-2"}))
+        conn.close()
+        assert [m["properties"]["_AMQ_DUPL_ID"] for m in b.browse_messages("orders")] == ["order-1", "order-2"]
+    finally:
+        b.stop()
+    b = Broker(inst, DictRealm())
+    b.start()
+    try:
+        conn = connect(port_of(b))
+        conn.create_sender("orders").send(Message(body="x", durable=True, properties={"_AMQ_DUPL_ID": "order-2"}))
+        conn.close()
+        assert b.queue_info("orders")["message_count"] == 2  # the id cache came back from the journal
+    finally:
+        b.stop()

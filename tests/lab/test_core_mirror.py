@@ -285,3 +285,19 @@ def test_replayed_events_after_a_lost_settlement_are_deduplicated(pair, monkeypa
     wait_for(lambda: count(pair.a, SNF_A) == 0)
     assert source.connected
     assert count(pair.b, "orders") == 3  # the replay was recognised, not stored twice
+
+
+def test_duplicate_id_is_not_caught_across_sites(pair):
+    from proton import Message
+
+    for port in (pair.port_a, pair.port_b):  # the same business send, once per site (a resend after failover)
+        conn = connect(port)
+        conn.create_sender("orders").send(Message(body="pay", durable=True, properties={"_AMQ_DUPL_ID": "p-1"}))
+        conn.close()
+    wait_for(lambda: count(pair.a, "orders") == 2 and count(pair.b, "orders") == 2)
+    # while on one site the id is caught
+    conn = connect(pair.port_a)
+    conn.create_sender("orders").send(Message(body="pay", durable=True, properties={"_AMQ_DUPL_ID": "p-1"}))
+    conn.close()
+    time.sleep(0.2)
+    assert count(pair.a, "orders") == 2 and count(pair.b, "orders") == 2

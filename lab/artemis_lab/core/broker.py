@@ -57,6 +57,9 @@ from artemis_lab.model import AddressSettingConfig, InstanceConfig
 log = logging.getLogger("artemis_lab.core.broker")
 
 COMPACT_MIN_BYTES = 64 * 1024 * 1024
+DUPLICATE_ID = "_AMQ_DUPL_ID"
+DUPLICATE_ID_BYTES = DUPLICATE_ID.encode()
+DUPLICATE_ID_CACHE_SIZE = 20000  # Artemis' id-cache-size default
 ID_RESERVATION = 100_000
 PRODUCER_CREDIT = 1000  # Artemis' amqpCredits default
 PRODUCER_LOW = 300  # amqpLowCredits default
@@ -108,6 +111,7 @@ class Broker:
                                       int(cs.get("mirror-ack-manager-page-attempts", 2)),
                                       int(cs.get("mirror-ack-manager-retry-delay", 100)))
         self._mirror_seen: dict[str, int] = {}  # source node id -> highest mirror event id applied
+        self._dup_ids: dict[str, dict[Any, None]] = {}  # address -> recent _AMQ_DUPL_ID values (ordered)
         self._mirror_seen_dirty: set[str] = set()
         self._started_at = 0.0
         self._compact_at = COMPACT_MIN_BYTES
@@ -245,6 +249,11 @@ class Broker:
                     addr.paused = addr.persisted_pause = rec[2]
             elif kind == "W":
                 self._mirror_seen[rec[1]] = max(self._mirror_seen.get(rec[1], 0), rec[2])
+            elif kind == "U":
+                cache = self._dup_ids.setdefault(rec[1], {})
+                cache[rec[2]] = None
+                if len(cache) > DUPLICATE_ID_CACHE_SIZE:
+                    del cache[next(iter(cache))]
             elif kind == "T":
                 retry[(rec[1], rec[2], rec[3])] = rec[4]
             elif kind == "t":
@@ -294,6 +303,9 @@ class Broker:
                         yield ("C", q.qid, ref.msg.mid, ref.delivery_count)
             for node, eid in self._mirror_seen.items():
                 yield ("W", node, eid)
+            for address, cache in self._dup_ids.items():
+                for key in cache:
+                    yield ("U", address, key)
             for (qn, node, oid), attempts in self.ack_manager.pending.items():
                 yield ("T", qn, node, oid, attempts)
             yield ("I", max(self._next_id, self._id_reserved))
@@ -426,6 +438,12 @@ class Broker:
         addr = self.addresses.get(address)
         if addr is None:
             return None
+        if not from_mirror and DUPLICATE_ID_BYTES in raw and self._is_duplicate(address, raw):
+            # Artemis drops a send whose _AMQ_DUPL_ID it has seen on this address; the producer is not told
+            if delivery is not None:
+                pn.incref(delivery[0])
+                self._post_commit.append(delivery)
+            return StoredMessage(0, raw, meta, address, None, 0)
         mid = self._new_id()
         onode, oid = origin if origin is not None else (self.node_id, mid)
         msg = StoredMessage(mid, raw, meta, address, onode, oid)
@@ -467,6 +485,23 @@ class Broker:
     def settle_after_commit(self, d: Any, s: AmqpSocket) -> None:
         pn.incref(d)
         self._post_commit.append((d, s))
+
+    def _is_duplicate(self, address: str, raw: bytes) -> bool:
+        """Duplicate detection on `_AMQ_DUPL_ID` (client sends only: mirrored sends never touch the cache,
+        so a producer re-sending to the other site after a failover is not caught, as in Artemis)."""
+        dup = codec.application_properties(raw).get(DUPLICATE_ID)
+        if dup is None:
+            return False
+        key = bytes(dup) if isinstance(dup, bytes | bytearray | memoryview) else str(dup)
+        cache = self._dup_ids.setdefault(address, {})
+        if key in cache:
+            log.info("lab broker %s: duplicate message %r on %s ignored", self.name, key, address)
+            return True
+        cache[key] = None
+        if len(cache) > DUPLICATE_ID_CACHE_SIZE:
+            del cache[next(iter(cache))]  # oldest first: dicts keep insertion order
+        self.journal.append(("U", address, key))
+        return False
 
     def enqueue_mirror_event(self, m: MirrorSource, raw: bytes, with_id: bool, front: bool = False) -> None:
         if m.snf is None:
