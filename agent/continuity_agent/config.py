@@ -44,12 +44,36 @@ class JolokiaSettings:
 
 
 @dataclass(frozen=True)
+class AmqpSettings:
+    """Client endpoints of a site for canaries: ``urls`` to send on it (origin), ``target_urls`` to look for
+    canaries on it when it is the peer (default ``urls``; a passive site's client acceptors are fenced, so this
+    is usually its mirror acceptor)."""
+
+    urls: tuple[str, ...]
+    target_urls: tuple[str, ...] = ()
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca: str | None = None
+    verify: bool = True
+
+
+@dataclass(frozen=True)
 class SiteSettings:
     name: str
     jolokia: JolokiaSettings
     peer: str
     broker_name: str | None = None
     client_acceptors: tuple[str, ...] = ()
+    amqp: AmqpSettings | None = None
+
+
+@dataclass(frozen=True)
+class CanarySettings:
+    enabled: bool = False
+    every: float = 60.0
+    address: str = "continuity.canary"
+    count: int = 3
+    timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +132,7 @@ class AgentConfig:
     evidence: EvidenceSettings = EvidenceSettings()
     state_dir: str | None = None
     log_level: str = "INFO"
+    canaries: CanarySettings = CanarySettings()
 
     def pairs(self) -> list[tuple[str, str]]:
         """(site, peer) directions, in site order."""
@@ -165,6 +190,25 @@ def _get(data: dict, name: str, key: str, kind: str, default: Any = _MISSING, mi
     return value
 
 
+def _amqp(raw: Any, key: str) -> AmqpSettings | None:
+    if raw is None:
+        return None
+    raw = _mapping(raw, key)
+    _unknown(raw, ("urls", "target_urls", "username", "password", "ca", "verify"), key)
+    urls = _get(raw, "urls", key, "list")
+    if not urls:
+        raise ConfigError(key + ".urls", "give at least one amqp[s]://host:port")
+    for i, url in enumerate(urls + _get(raw, "target_urls", key, "list", ())):
+        if "@" in url:
+            raise ConfigError(f"{key}.urls[{i}]", "must not carry credentials: use username/password")
+    password = raw.get("password")
+    if password is not None and not isinstance(password, str):
+        raise ConfigError(key + ".password", "must be a string")
+    return AmqpSettings(urls=urls, target_urls=_get(raw, "target_urls", key, "list", ()),
+                        username=_get(raw, "username", key, "str", None), password=password,
+                        ca=_get(raw, "ca", key, "str", None), verify=_get(raw, "verify", key, "bool", True))
+
+
 def _origin(jraw: dict, jkey: str) -> str | None:
     """``origin``: absent = derived from the URL, ``""`` = send no Origin header (both meaningful)."""
     value = jraw.get("origin")
@@ -178,7 +222,7 @@ def parse(data: Any) -> AgentConfig:
     """Validate a decoded configuration document and return :class:`AgentConfig`."""
     data = _mapping(data, "(top level)")
     _unknown(data, ("interval", "listen", "sites", "sla", "rto", "comparison", "evidence", "state_dir",
-                    "log_level"), "")
+                    "log_level", "canaries"), "")
     interval = _get(data, "interval", "", "float", 5.0, minimum=0.05)
     sites_raw = data.get("sites")
     if not isinstance(sites_raw, dict) or not sites_raw:
@@ -190,7 +234,7 @@ def parse(data: Any) -> AgentConfig:
         if not isinstance(name, str) or not SITE_NAME_RE.match(name):
             raise ConfigError(key, "site names use letters, digits, '.', '_' and '-' (max 64)")
         raw = _mapping(sites_raw[name], key)
-        _unknown(raw, ("jolokia", "peer", "broker_name", "client_acceptors"), key)
+        _unknown(raw, ("jolokia", "peer", "broker_name", "client_acceptors", "amqp"), key)
         jraw = raw.get("jolokia")
         if not isinstance(jraw, dict):
             raise ConfigError(key + ".jolokia", "required: a mapping with at least 'url'")
@@ -225,7 +269,8 @@ def parse(data: Any) -> AgentConfig:
             raise ConfigError(key + ".peer", "a site cannot be its own peer")
         sites[name] = SiteSettings(name=name, jolokia=jolokia, peer=peer,
                                    broker_name=_get(raw, "broker_name", key, "str", None),
-                                   client_acceptors=_get(raw, "client_acceptors", key, "list", ()))
+                                   client_acceptors=_get(raw, "client_acceptors", key, "list", ()),
+                                   amqp=_amqp(raw.get("amqp"), key + ".amqp"))
 
     listen_raw = _mapping(data.get("listen"), "listen")
     _unknown(listen_raw, ("address", "port", "enabled"), "listen")
@@ -262,7 +307,19 @@ def parse(data: Any) -> AgentConfig:
     ev = EvidenceSettings(dir=_get(ev_raw, "dir", "evidence", "str", None), run_id=run_id,
                           max_bytes=_get(ev_raw, "max_bytes", "evidence", "int", 10 * 1024 * 1024, minimum=4096),
                           keep_files=_get(ev_raw, "keep_files", "evidence", "int", 10, minimum=1))
-    return AgentConfig(sites=sites, interval=interval, listen=listen, sla=sla, rto=rto, comparison=comparison,
+    can_raw = _mapping(data.get("canaries"), "canaries")
+    _unknown(can_raw, ("enabled", "every", "address", "count", "timeout"), "canaries")
+    canaries = CanarySettings(enabled=_get(can_raw, "enabled", "canaries", "bool", False),
+                              every=_get(can_raw, "every", "canaries", "float", 60.0, minimum=1),
+                              address=_get(can_raw, "address", "canaries", "str", "continuity.canary"),
+                              count=_get(can_raw, "count", "canaries", "int", 3, minimum=1),
+                              timeout=_get(can_raw, "timeout", "canaries", "float", 10.0, minimum=1))
+    if canaries.enabled:
+        for name, site in sites.items():
+            if site.amqp is None:
+                raise ConfigError(f"sites.{name}.amqp", "required when canaries.enabled is true")
+    return AgentConfig(canaries=canaries, sites=sites, interval=interval, listen=listen, sla=sla, rto=rto,
+                       comparison=comparison,
                        evidence=ev, state_dir=_get(data, "state_dir", "", "str", None),
                        log_level=_get(data, "log_level", "", "str", "INFO", choices=LOG_LEVELS))
 

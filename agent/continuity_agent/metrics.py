@@ -12,6 +12,7 @@ import math
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -89,6 +90,15 @@ METRICS: tuple[Metric, ...] = (
            "Epoch time the direction's values were sampled (old while the source is unreachable)"),
     Metric("continuity_queue_count_difference", "gauge", "messages", ("site", "peer", "address", "queue"),
            "Message count on site minus on peer, for the differing queues only (at most comparison.max_reported)"),
+    # --- canaries (canaries.enabled)
+    Metric("continuity_canary_latency_seconds", "gauge", "seconds", ("site", "peer"),
+           "Median replication latency of the last canary probe: sent on site, seen on peer"),
+    Metric("continuity_canary_latency_max_seconds", "gauge", "seconds", ("site", "peer"),
+           "Largest canary latency of the last probe"),
+    Metric("continuity_canary_seen_ratio", "gauge", "ratio", ("site", "peer"),
+           "Share of the last probe's canaries seen on peer within canaries.timeout"),
+    Metric("continuity_canary_last_timestamp_seconds", "gauge", "seconds", ("site", "peer"),
+           "Epoch time of the last canary probe"),
     # --- agent
     Metric("continuity_sla_target", "gauge", "target unit", ("target",), "Configured SLA targets"),
     Metric("continuity_agent_rto_overhead_seconds", "gauge", "seconds", ("source",),
@@ -130,6 +140,11 @@ class AgentCollector(Collector):
         self.errors: dict[str, int] = {}
         self.interval = interval
         self.sla_targets = dict(sla_targets)
+        self.canaries: dict[tuple[str, str], Any] = {}
+
+    def publish_canary(self, result: Any) -> None:
+        with self._lock:
+            self.canaries[(result.site, result.peer)] = result
 
     def publish(self, cycle: Cycle, duration: float, finished: float) -> None:
         with self._lock:
@@ -146,6 +161,7 @@ class AgentCollector(Collector):
         with self._lock:
             cycle, cycles, duration, last = self.cycle, self.cycles, self.cycle_duration, self.last_cycle_ts
             errors = dict(self.errors)
+            canaries = dict(self.canaries)
         fam = {m.name: (CounterMetricFamily if m.kind == "counter" else GaugeMetricFamily)(
             m.name.removesuffix("_total") if m.kind == "counter" else m.name, m.help, labels=list(m.labels))
             for m in METRICS}
@@ -162,6 +178,11 @@ class AgentCollector(Collector):
         add("continuity_agent_last_cycle_timestamp_seconds", (), last)
         for target, value in sorted(self.sla_targets.items()):
             add("continuity_sla_target", (target,), value)
+        for (site, peer), c in sorted(canaries.items()):
+            add("continuity_canary_latency_seconds", (site, peer), c.latency_p50)
+            add("continuity_canary_latency_max_seconds", (site, peer), c.latency_max)
+            add("continuity_canary_seen_ratio", (site, peer), c.seen_ratio)
+            add("continuity_canary_last_timestamp_seconds", (site, peer), c.ts)
         for site, count in sorted(errors.items()):
             add("continuity_site_sample_errors_total", (site,), count)
         if cycle is not None:

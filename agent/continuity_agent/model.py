@@ -144,6 +144,12 @@ class Sampler:
             self.last_success[name] = view.ts
             view.pending_mirror_acks = snap.get("pending_mirror_acks")
             view.consumers_by_queue = site_state.consumers_on(snap)
+            if self.cfg.canaries.enabled:
+                # the canary probe browses its own queue on the peer: that browser is not an application consumer
+                queues = snap.get("queues") or {}
+                view.consumers_by_queue = {
+                    q: n for q, n in view.consumers_by_queue.items()
+                    if (queues.get(q) or {}).get("address") != self.cfg.canaries.address}
             view.client_consumers = sum(view.consumers_by_queue.values())
             view.queue_count = len(snap.get("queues") or {})
             if role == site_role.PASSIVE:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 
 from ansible_collections.continuity.artemis.plugins.module_utils import evidence
@@ -50,6 +51,7 @@ class RotatingEvidence:
         self.max_bytes = max_bytes
         self.keep = keep
         self.writer: evidence.EvidenceWriter | None = None
+        self._lock = threading.Lock()  # the sampling loop and the canary thread both write
         self.index = self._last_index()
         self._open(self.index + 1)
 
@@ -86,17 +88,19 @@ class RotatingEvidence:
         return self.writer.path
 
     def write(self, records: list[dict]) -> None:
-        assert self.writer is not None
-        for rec in records:
-            self.writer.write(rec)
-        self.writer.flush()
-        if os.path.getsize(self.writer.path) >= self.max_bytes:
-            self.writer.close()
-            self._open(self.index + 1)
+        with self._lock:
+            assert self.writer is not None
+            for rec in records:
+                self.writer.write(rec)
+            self.writer.flush()
+            if os.path.getsize(self.writer.path) >= self.max_bytes:
+                self.writer.close()
+                self._open(self.index + 1)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        with self._lock:
+            if self.writer is not None:
+                self.writer.close()
 
 
 def atomic_write_json(path: str, doc: dict) -> None:

@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia, site_state
 from continuity_agent import __version__
+from continuity_agent.canary import CanaryResult, CanaryRunner
 from continuity_agent.config import AgentConfig, ConfigError, load
 from continuity_agent.metrics import AgentCollector, make_registry
 from continuity_agent.model import Cycle, Sampler
@@ -55,6 +56,21 @@ class Agent:
         self.last_cycle: Cycle | None = None
         self.last_cycle_monotonic: float | None = None
         self._was_reachable: dict[str, bool] = {}
+        self.canaries: CanaryRunner | None = None
+        if cfg.canaries.enabled:
+            self.canaries = CanaryRunner(cfg, self._role_of, cfg.evidence.run_id, self._canary_result)
+
+    def _role_of(self, site: str) -> str | None:
+        cycle = self.last_cycle
+        return cycle.sites[site].role if cycle is not None and site in cycle.sites else None
+
+    def _canary_result(self, result: CanaryResult) -> None:
+        self.collector.publish_canary(result)
+        if self.outputs.evidence is not None and result.records:
+            try:
+                self.outputs.evidence.write(result.records)
+            except OSError as exc:
+                LOG.error("cannot write canary evidence: %s", exc)
 
     def _collect(self, name: str) -> dict:
         col = self.collectors[name]
@@ -91,6 +107,10 @@ class Agent:
 
     def run(self, stop: threading.Event) -> None:
         next_at = time.monotonic()
+        if self.canaries is not None:
+            self.sample_once()  # roles known before the first probe
+            self.canaries.start(stop)
+            next_at += self.cfg.interval
         while not stop.is_set():
             try:
                 self.sample_once()
@@ -114,6 +134,8 @@ class Agent:
                                       "last_cycle_age_seconds": age, "sites": sites}
 
     def close(self) -> None:
+        if self.canaries is not None and self.canaries.thread is not None:
+            self.canaries.thread.join(timeout=self.cfg.canaries.timeout + 5)
         self._pool.shutdown(wait=True)
         self.outputs.close()
         for client in self.clients.values():
