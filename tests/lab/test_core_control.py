@@ -114,3 +114,24 @@ def test_acceptor_stop_refuses_connects_frees_port_and_drops_clients(broker):
     assert port_of(broker) == port
     send(port, "orders", ["back"])
     assert broker.queue_info("orders")["message_count"] == 1
+
+
+def test_port_in_use_refuses_to_start_and_releases_other_ports(tmp_path):
+    from core_support import free_port
+
+    from artemis_lab import errors
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    first = free_port()
+    inst = instance(tmp_path, port=first, extra_acceptors={"second": busy.getsockname()[1]})
+    try:
+        with pytest.raises(errors.ConfigurationError):
+            Broker(inst, DictRealm()).start()
+        probe = socket.socket()
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", first))  # the acceptor bound before the failure was released
+        probe.close()
+    finally:
+        busy.close()

@@ -133,9 +133,15 @@ class Broker:
             self._deploy_config()
             self._compact()
             self.journal.open()
-            for acc in self.acceptors.values():
-                if reload.auto_start(acc.cfg.params):  # autoStart=false: a fenced site stays fenced
-                    self._bind(acc)
+            try:
+                for acc in self.acceptors.values():
+                    if reload.auto_start(acc.cfg.params):  # autoStart=false: a fenced site stays fenced
+                        self._bind(acc)
+            except Exception:
+                for acc in self.acceptors.values():  # leave no port bound behind a failed start
+                    self._unbind(acc)
+                self.journal.close()
+                raise
             self._started_at = time.time()
             self.started = True
             self._thread = threading.Thread(target=self._run, name=f"lab-broker-{self.name}", daemon=True)
