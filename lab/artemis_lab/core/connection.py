@@ -49,6 +49,8 @@ class AmqpSocket:
                 s.allow_insecure_mechs = True
             if hostname:
                 self.connection.hostname = hostname
+            # a broker connection notices a silent peer (frozen host, black-holed link) within a minute
+            self.transport.idle_timeout = 30.0
         self.transport.bind(self.connection)
         self.connection.collect(collector)
         self.out_pending = b""
