@@ -1,0 +1,499 @@
+"""Shared helpers of the runbook integration tests (tests/integration/test_runbooks*.py) and of
+benchmarks/runbook_bench.py: a private two-site lab on a fixed free port block, playbook runs as an operator
+runs them, the traffic tool in the background, ledger reconciliation, evidence reading, a role sampler.
+
+Everything talks to the lab through its public surfaces (lab-up.sh/lab-down.sh, Jolokia, the WAN control
+endpoint, the instance files), the runbooks through ansible-playbook, the traffic tool through its CLI.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import random
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = ROOT / ".venv" / "bin"
+PY = VENV_BIN / "python"
+INVENTORY = ROOT / "inventories" / "lab" / "hosts.yml"
+DIST_DIR = Path(os.environ.get("LAB_DIST_DIR", ROOT / "build" / "lab-dist"))
+COLLECTIONS = ROOT / "build" / "collections"
+ADMIN_USER, ADMIN_PASSWORD = "admin", "lab-admin-secret"
+CLIENT_ACCEPTOR = "artemis"
+SITES = ("dc1", "dc2")
+# Port offsets of the lab (docs/lab.md): the inventory computes the same numbers from LAB_PORT_BASE.
+HTTP_OFFSET = {"dc1": 161, "dc2": 261}
+CLIENT_OFFSET = {"dc1": 616, "dc2": 716}
+WAN_CONTROL_OFFSET = {"dc2-dc1": 910, "dc1-dc2": 911}
+
+
+def _port_free(port: int) -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_port_base(lo: int = 33000, hi: int = 38000, tries: int = 40) -> int:
+    """A LAB_PORT_BASE in [lo, hi) whose whole block base+100..base+1000 is free now. Random order, so two
+    test processes starting together rarely pick the same block (the inventory needs a number, not `auto`)."""
+    bases = list(range(lo, hi, 100))
+    random.shuffle(bases)
+    for base in bases[:tries]:
+        if all(_port_free(p) for p in range(base + 100, base + 1001)):
+            return base
+    raise RuntimeError(f"no free port block base+100..base+1000 found in {lo}-{hi} after {tries} tries")
+
+
+@dataclass
+class PlaybookRun:
+    name: str
+    argv: list
+    rc: int
+    stdout: str
+    stderr: str
+    wall: float
+    started: float
+    ended: float
+
+    @property
+    def text(self) -> str:
+        return self.stdout + "\n" + self.stderr
+
+    def tail(self, n: int = 60) -> str:
+        return "\n".join(self.text.strip().splitlines()[-n:])
+
+
+class Lab:
+    """A private two-site lab (script mode: no Ansible for the set-up) plus the initial roles."""
+
+    def __init__(self, root: Path, base: int | None = None, version: str = "2.44.0"):
+        self.root = Path(root)
+        self.base = base if base is not None else free_port_base()
+        self.version = version
+        self.env = {**os.environ, "LAB_ROOT": str(self.root), "LAB_PORT_BASE": str(self.base),
+                    "LAB_DIST_DIR": str(DIST_DIR), "LAB_ARTEMIS_VERSION": version,
+                    "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
+                    "PYTHONPATH": str(ROOT / "lab")}
+        self.endpoints: dict = {}
+        self._clients: dict = {}
+
+    # ------------------------------------------------------------------ life cycle
+    def up(self, timeout: float = 300) -> None:
+        res = subprocess.run(["bash", str(ROOT / "lab" / "lab-up.sh"), "--script"], capture_output=True, text=True,
+                             env=self.env, timeout=timeout, cwd=ROOT)
+        if res.returncode != 0:
+            raise RuntimeError(f"lab-up failed (rc {res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        self.endpoints = json.loads((self.root / "endpoints.json").read_text())
+        # Script mode starts both sites active: give them the collection's initial roles (dc1 active).
+        run = self.playbook("initial_roles.yml", timeout=timeout)
+        if run.rc != 0:
+            raise RuntimeError(f"initial_roles.yml failed (rc {run.rc}):\n{run.tail()}")
+
+    def down(self) -> None:
+        subprocess.run(["bash", str(ROOT / "lab" / "lab-down.sh")], capture_output=True, text=True, env=self.env,
+                       timeout=180, cwd=ROOT)
+
+    # ------------------------------------------------------------------ endpoints
+    def jolokia_url(self, site: str) -> str:
+        return f"http://127.0.0.1:{self.base + HTTP_OFFSET[site]}/console/jolokia"
+
+    def amqp_url(self, site: str) -> str:
+        return f"amqp://127.0.0.1:{self.base + CLIENT_OFFSET[site]}"
+
+    def wan_control(self, link: str) -> str:
+        return f"http://127.0.0.1:{self.base + WAN_CONTROL_OFFSET[link]}"
+
+    def instance(self, site: str) -> Path:
+        return self.root / site
+
+    def broker_xml(self, site: str) -> Path:
+        return self.instance(site) / "etc" / "broker.xml"
+
+    def broker_pid(self, site: str) -> int:
+        return int((self.instance(site) / "data" / "artemis.pid").read_text().strip())
+
+    # ------------------------------------------------------------------ Jolokia
+    def client(self, site: str, timeout: float = 5.0):
+        from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+
+        key = (site, timeout)
+        if key not in self._clients:
+            # retries=0: a sampler must see a refused read at once, not after a retry round
+            self._clients[key] = jolokia.JolokiaClient(self.jolokia_url(site), ADMIN_USER, ADMIN_PASSWORD,
+                                                       timeout=timeout, retries=0)
+        return self._clients[key]
+
+    def acceptor_started(self, site: str, acceptor: str = CLIENT_ACCEPTOR, client=None) -> bool | None:
+        """The client acceptor's `Started` (the live role); None when the broker does not answer."""
+        from ansible_collections.continuity.artemis.plugins.module_utils import objectname
+
+        try:
+            return bool((client or self.client(site)).read(objectname.acceptor(site, acceptor), "Started"))
+        except Exception:  # an unreachable broker is a sample value here, not an error
+            return None
+
+    def roles(self) -> dict:
+        out = {}
+        for site in SITES:
+            started = self.acceptor_started(site)
+            out[site] = "unreachable" if started is None else ("active" if started else "passive")
+        return out
+
+    def persisted_role(self, site: str) -> str:
+        """The role broker.xml gives the site after a restart (autoStart of the client acceptor)."""
+        from ansible_collections.continuity.artemis.plugins.module_utils import site_role
+
+        return site_role.persisted_role(self.broker_xml(site).read_text(), [CLIENT_ACCEPTOR])
+
+    def set_role(self, site: str, active: bool) -> None:
+        """Put a site in a role directly (test set-up between tests, never the thing under test):
+        the acceptor's start()/stop() and autoStart in broker.xml, as the site_role module does."""
+        from ansible_collections.continuity.artemis.plugins.module_utils import objectname, switch
+
+        switch.persist_fence(str(self.broker_xml(site)), [CLIENT_ACCEPTOR], active)
+        if bool(self.acceptor_started(site)) != active:
+            self.client(site).exec(objectname.acceptor(site, CLIENT_ACCEPTOR), "start()" if active else "stop()")
+
+    def ensure_roles(self, active: str = "dc1") -> None:
+        passive = next(s for s in SITES if s != active)
+        self.set_role(passive, False)  # fence first: never two sites serving, even between tests
+        self.set_role(active, True)
+        assert self.roles() == {active: "active", passive: "passive"}, self.roles()
+
+    # ------------------------------------------------------------------ WAN
+    def wan(self, link: str, action: str, *args: str) -> dict:
+        res = subprocess.run([str(PY), "-m", "artemis_lab.wan", "ctl", "--control", self.wan_control(link), action,
+                              *args], capture_output=True, text=True, env=self.env, timeout=30)
+        if res.returncode != 0:
+            raise RuntimeError(f"wan {link} {action}: {res.stdout}{res.stderr}")
+        try:
+            return json.loads(res.stdout)
+        except ValueError:
+            return {"raw": res.stdout}
+
+    def wan_all(self, action: str, *args: str) -> None:
+        for link in WAN_CONTROL_OFFSET:
+            self.wan(link, action, *args)
+
+    # ------------------------------------------------------------------ playbooks and modules
+    def playbook(self, name: str, extra: dict | None = None, check: bool = False, timeout: float = 600,
+                 evidence_dir: Path | None = None, run_id: str | None = None) -> PlaybookRun:
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY), str(ROOT / "playbooks" / name)]
+        ev = dict(extra or {})
+        if evidence_dir is not None:
+            ev["continuity_evidence_dir"] = str(evidence_dir)
+        if run_id is not None:
+            ev["continuity_run_id"] = run_id
+        if ev:
+            argv += ["-e", json.dumps(ev)]
+        if check:
+            argv.append("--check")
+        t0 = time.time()
+        res = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout, cwd=ROOT)
+        t1 = time.time()
+        return PlaybookRun(name, argv, res.returncode, res.stdout, res.stderr, t1 - t0, t0, t1)
+
+    def module(self, module: str, args: dict, check: bool = False, timeout: float = 180) -> tuple[bool, dict]:
+        """Run a collection module with `ansible localhost -m` (how an operator fences by hand)."""
+        cmd = [str(VENV_BIN / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
+               "-e", f"ansible_python_interpreter={PY}", "-m", f"continuity.artemis.{module}", "-a", json.dumps(args)]
+        if check:
+            cmd.append("--check")
+        env = {**self.env, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+        marker = out.stdout.find("=> {")
+        if marker < 0:
+            raise AssertionError(f"no module result in output:\n{out.stdout}\n{out.stderr}")
+        result = json.loads(out.stdout[marker + 3:])
+        return ("| FAILED!" in out.stdout[:marker] or out.returncode != 0), result
+
+    def site_args(self, site: str, **kw: Any) -> dict:
+        args = {"url": self.jolokia_url(site), "username": ADMIN_USER, "password": ADMIN_PASSWORD,
+                "broker_name": site}
+        args.update(kw)
+        return args
+
+    def file_digests(self) -> dict:
+        return {s: hashlib.sha256(self.broker_xml(s).read_bytes()).hexdigest() for s in SITES}
+
+
+# ---------------------------------------------------------------------- role sampler
+class RoleSampler(threading.Thread):
+    """Samples both sites' client acceptor `Started` every `interval` s (one Jolokia client per site, so a
+    slow site does not delay the other). `both_open` lists the samples where both sites served."""
+
+    def __init__(self, lab: Lab, interval: float = 0.05, on_sample: Callable[[dict], None] | None = None,
+                 max_seconds: float = 900):
+        super().__init__(daemon=True)
+        from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+
+        self.lab, self.interval, self.on_sample, self.max_seconds = lab, interval, on_sample, max_seconds
+        self.clients = {s: jolokia.JolokiaClient(lab.jolokia_url(s), ADMIN_USER, ADMIN_PASSWORD, timeout=2.0,
+                                                 retries=0) for s in SITES}
+        self.samples: list[dict] = []
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.max_seconds  # bounded even if the test forgets to stop it
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            t0 = time.time()
+            sample = {"t0": t0}
+            for site in SITES:
+                sample[site] = self.lab.acceptor_started(site, client=self.clients[site])
+            sample["t1"] = time.time()
+            self.samples.append(sample)
+            if self.on_sample is not None:
+                self.on_sample(sample)
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join(10)
+
+    @property
+    def both_open(self) -> list:
+        return [s for s in self.samples if s.get("dc1") and s.get("dc2")]
+
+    def summary(self) -> dict:
+        gaps = [b["t0"] - a["t0"] for a, b in zip(self.samples, self.samples[1:], strict=False)]
+        return {"samples": len(self.samples), "both_open": len(self.both_open),
+                "max_gap_s": round(max(gaps), 3) if gaps else None,
+                "mean_gap_s": round(sum(gaps) / len(gaps), 3) if gaps else None}
+
+
+# ---------------------------------------------------------------------- traffic tool
+class Traffic:
+    """The traffic tool in the background (`python -m continuity_traffic start/stop`), URLs of both sites."""
+
+    def __init__(self, lab: Lab, evidence_dir: Path, run_id: str, name: str, address: str, producers: int = 2,
+                 consumers: int = 2, rate: float = 150, extra: list | None = None):
+        self.lab, self.evidence_dir, self.run_id, self.name = lab, Path(evidence_dir), run_id, name
+        self.argv = ["--url", f"dc1={lab.amqp_url('dc1')}", "--url", f"dc2={lab.amqp_url('dc2')}",
+                     "--user", ADMIN_USER, "--address", address, "-P", str(producers), "-C", str(consumers),
+                     "--rate", str(rate), "--evidence-dir", str(self.evidence_dir), "--run-id", run_id,
+                     "--name", name, "--display", "log", "--heartbeat", "5", "--connect-timeout", "3",
+                     "--retry-attempts", "20", "--retry-backoff-max", "2", "--drain-timeout", "20",
+                     "--drain-idle", "2", *(extra or [])]
+        self.info: dict = {}
+        self.env = {**os.environ, "CONTINUITY_TRAFFIC_PASSWORD": ADMIN_PASSWORD}
+
+    @property
+    def run_dir(self) -> Path:
+        return self.evidence_dir / self.run_id
+
+    def start(self, wait: float = 30) -> dict:
+        res = subprocess.run([str(PY), "-m", "continuity_traffic", "start", *self.argv, "--wait", str(wait)],
+                             capture_output=True, text=True, env=self.env, timeout=wait + 60, cwd=ROOT)
+        if res.returncode != 0:
+            raise RuntimeError(f"traffic start failed (rc {res.returncode}): {res.stdout}{res.stderr}")
+        self.info = json.loads(res.stdout.strip().splitlines()[-1])
+        return self.info
+
+    def status(self) -> dict:
+        try:
+            return json.loads(Path(self.info["status_file"]).read_text())
+        except (OSError, ValueError, KeyError):
+            return {}
+
+    def wait_received(self, n: int, timeout: float = 60, site: str | None = None) -> bool:
+        """Until the consumers acknowledged `n` more messages (on `site`, from the ledgers, if given)."""
+        deadline = time.monotonic() + timeout
+        start = self._received(site)
+        while time.monotonic() < deadline:
+            if self._received(site) - start >= n:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def _received(self, site: str | None) -> int:
+        if site is None:
+            return int(self.status().get("acked") or 0)
+        count = 0
+        for path in glob.glob(str(self.run_dir / f"received-{self.name}-*.jsonl")):
+            with open(path, encoding="utf-8") as fh:
+                count += sum(1 for line in fh if f'"site":"{site}"' in line.replace(" ", ""))
+        return count
+
+    def stop(self, timeout: float = 90) -> None:
+        if not self.info:
+            return
+        subprocess.run([str(PY), "-m", "continuity_traffic", "stop", "--pidfile", self.info["pidfile"], "--timeout",
+                        str(timeout), "--kill-after-timeout"], capture_output=True, text=True, env=self.env,
+                       timeout=timeout + 30, cwd=ROOT)
+
+
+# ---------------------------------------------------------------------- evidence and ledgers
+def read_jsonl(path: Path, validate: bool = True) -> list:
+    from ansible_collections.continuity.artemis.plugins.module_utils import evidence
+
+    return evidence.read_records(str(path), validate_records=validate)
+
+
+def validate_run_dir(run_dir: Path) -> dict:
+    """Every record of every *.jsonl in the run directory against the evidence schema: {file: [problems]}."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import evidence
+
+    problems: dict = {}
+    counts: dict = {}
+    for path in sorted(Path(run_dir).glob("*.jsonl")):
+        n = 0
+        try:
+            for _number, rec in evidence.iter_records(str(path), validate_records=True):
+                n += 1
+                _ = rec
+        except evidence.EvidenceError as exc:
+            problems[path.name] = str(exc)
+        counts[path.name] = n
+    return {"problems": problems, "counts": counts, "backend": evidence.validation_backend()}
+
+
+def phases(run_dir: Path, runbook: str | None = None) -> list:
+    path = Path(run_dir) / "phases.jsonl"
+    if not path.exists():
+        return []
+    recs = [r for r in read_jsonl(path) if r.get("kind") == "phase"]
+    return [r for r in recs if runbook is None or r.get("runbook") == runbook]
+
+
+@dataclass
+class Reconciliation:
+    """The ledgers of one traffic run reconciled (see reconcile())."""
+
+    accepted: set = field(default_factory=set)
+    in_doubt_only: set = field(default_factory=set)
+    received: Counter = field(default_factory=Counter)
+    lost: list = field(default_factory=list)
+    resend_dups: list = field(default_factory=list)
+    real_dups: list = field(default_factory=list)
+    unacked_redeliveries: int = 0
+    sent_records: int = 0
+    received_records: int = 0
+    resends: int = 0
+    ledger_ends: int = 0
+    truncated: list = field(default_factory=list)
+    foreign: int = 0
+    accepted_by_site: Counter = field(default_factory=Counter)
+    received_by_site: Counter = field(default_factory=Counter)
+    first_recv_ts_by_site: dict = field(default_factory=dict)
+    last_recv_ts_by_site: dict = field(default_factory=dict)
+    sent_by_id: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {"sent_records": self.sent_records, "accepted_msgs": len(self.accepted),
+                "in_doubt_only": len(self.in_doubt_only), "resends": self.resends,
+                "received_records": self.received_records, "distinct_received": len(self.received),
+                "lost": len(self.lost), "resend_duplicates": len(self.resend_dups),
+                "real_duplicates": len(self.real_dups), "unacked_redeliveries": self.unacked_redeliveries,
+                "truncated_ledgers": self.truncated, "ledger_ends": self.ledger_ends, "foreign": self.foreign,
+                "accepted_by_site": dict(self.accepted_by_site), "received_by_site": dict(self.received_by_site)}
+
+
+# A send attempt that may have left a stored copy on a broker: accepted for sure; in_doubt/error perhaps
+# (the connection broke before the settlement). released/modified/rejected were not stored.
+MAY_BE_STORED = ("accepted", "in_doubt", "error")
+
+
+def reconcile(run_dir: Path, name_prefix: str, run_id: str) -> Reconciliation:
+    """Reconcile the traffic ledgers of `run_id` (writers `<name_prefix>-*`).
+
+    - lost: a msg_id with an `accepted` sent record and no received record at all;
+    - duplicate: a msg_id ACKNOWLEDGED more than once. Receipts without ack (ack_ts null: the consumer's
+      connection broke before it acknowledged, so the broker rightly hands the message out again) are not
+      counted. The extra acknowledged copies are *resend duplicates* when the tool itself sent that msg_id at
+      least that many times with an outcome that may have stored a copy (accepted / in_doubt / error): the
+      in-doubt resend case the issue allows. Otherwise they are *real duplicates* (e.g. one accepted send,
+      delivered twice because an acknowledgement was lost across the switch) and a zero-duplicate claim fails.
+    """
+    rec = Reconciliation()
+    stored_attempts: Counter = Counter()
+    outcomes: dict = defaultdict(list)
+    acked: Counter = Counter()
+    run_dir = Path(run_dir)
+    for path in sorted(run_dir.glob(f"sent-{name_prefix}-*.jsonl")):
+        recs = read_jsonl(path)
+        if not any(r.get("kind") == "ledger_end" for r in recs):
+            rec.truncated.append(path.name)
+        for r in recs:
+            if r.get("kind") == "ledger_end":
+                rec.ledger_ends += 1
+                continue
+            if r.get("kind") != "sent":
+                continue
+            rec.sent_records += 1
+            mid = r["msg_id"]
+            outcomes[mid].append(r["outcome"])
+            if (r.get("attempt") or 1) > 1:
+                rec.resends += 1
+            if r["outcome"] in MAY_BE_STORED:
+                stored_attempts[mid] += 1
+            if r["outcome"] == "accepted":
+                if mid not in rec.accepted:
+                    rec.accepted_by_site[r.get("site")] += 1
+                rec.accepted.add(mid)
+                rec.sent_by_id[mid] = r
+    for mid, outs in outcomes.items():
+        if "accepted" not in outs and any(o in ("in_doubt", "error") for o in outs):
+            rec.in_doubt_only.add(mid)
+    for path in sorted(run_dir.glob(f"received-{name_prefix}-*.jsonl")):
+        recs = read_jsonl(path)
+        if not any(r.get("kind") == "ledger_end" for r in recs):
+            rec.truncated.append(path.name)
+        for r in recs:
+            if r.get("kind") == "ledger_end":
+                rec.ledger_ends += 1
+                continue
+            if r.get("kind") != "received":
+                continue
+            mid = r["msg_id"]
+            if not str(mid).startswith(run_id + ":"):
+                rec.foreign += 1  # a message of another run left on the queue: not this run's business
+                continue
+            rec.received_records += 1
+            rec.received[mid] += 1
+            site = r.get("site")
+            rec.received_by_site[site] += 1
+            ts = r.get("recv_ts") or 0
+            rec.first_recv_ts_by_site[site] = min(rec.first_recv_ts_by_site.get(site, ts), ts)
+            rec.last_recv_ts_by_site[site] = max(rec.last_recv_ts_by_site.get(site, ts), ts)
+            if r.get("ack_ts") is None:
+                rec.unacked_redeliveries += 1
+            else:
+                acked[mid] += 1
+    rec.lost = sorted(m for m in rec.accepted if rec.received[m] == 0)
+    for mid, n in acked.items():
+        if n > 1:
+            if n <= max(stored_attempts[mid], 1):
+                rec.resend_dups.append(mid)
+            else:
+                rec.real_dups.append(mid)
+    rec.resend_dups.sort()
+    rec.real_dups.sort()
+    return rec
+
+
+def received_details(run_dir: Path, name_prefix: str, msg_ids: list, limit: int = 5) -> list:
+    """The received records of a few msg_ids (for failure messages)."""
+    want = set(msg_ids[:limit])
+    out = []
+    for path in sorted(Path(run_dir).glob(f"received-{name_prefix}-*.jsonl")):
+        for r in read_jsonl(path, validate=False):
+            if r.get("msg_id") in want:
+                out.append({k: r.get(k) for k in ("msg_id", "consumer", "site", "recv_ts", "ack_ts",
+                                                   "delivery_count", "redelivered")})
+    return out
