@@ -471,14 +471,16 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
     full["_ansible_check_mode"] = check_mode
     full["_ansible_diff"] = diff
 
-    from ansible.module_utils.common import warnings as _warnings
+    # Collect module.warn() here: whether ansible-core queues or displays a warning depends on global state other
+    # tests may have set up (controller display), so the real mechanism is not reliable inside one process.
+    collected: list[str] = []
+
+    def warn(self, warning, *args, **kwargs):
+        collected.append(str(warning))
 
     def _collect(kwargs):
-        # the real exit_json/fail_json add the module's warnings; keep that visible to tests
-        msgs = list(_warnings.get_warning_messages())
-        if msgs:
-            kwargs.setdefault("warnings", msgs)
-        _warnings._global_warnings.clear()
+        if collected:
+            kwargs.setdefault("warnings", list(collected))
         return kwargs
 
     def exit_json(self, **kwargs):
@@ -488,9 +490,11 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
         kwargs["failed"] = True
         raise ModuleExit(_collect(kwargs), True)
 
-    orig_exit, orig_fail = basic.AnsibleModule.exit_json, basic.AnsibleModule.fail_json
+    orig_exit, orig_fail, orig_warn = (basic.AnsibleModule.exit_json, basic.AnsibleModule.fail_json,
+                                       basic.AnsibleModule.warn)
     basic.AnsibleModule.exit_json = exit_json
     basic.AnsibleModule.fail_json = fail_json
+    basic.AnsibleModule.warn = warn
     try:
         with patch_module_args(full):
             try:
@@ -500,6 +504,7 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
     finally:
         basic.AnsibleModule.exit_json = orig_exit
         basic.AnsibleModule.fail_json = orig_fail
+        basic.AnsibleModule.warn = orig_warn
     raise AssertionError("module returned without exit_json/fail_json")
 
 
