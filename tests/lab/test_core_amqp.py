@@ -14,7 +14,7 @@ from core_support import (
     start,
     wait_for,
 )
-from proton import ConnectionException, Message
+from proton import ConnectionException, Delivery, Message
 from proton.reactor import Copy
 from proton.utils import LinkDetached
 
@@ -103,33 +103,53 @@ def test_browse_does_not_consume(broker):
     wait_for(lambda: broker.queue_info("orders")["message_count"] == 1)
 
 
-def test_release_redelivers_with_delivery_count(broker):
+def _settle_modified(rcv, delivery_failed: bool) -> None:
+    """BlockingReceiver has no way to set modified's delivery-failed flag: set it on the delivery."""
+    rcv.fetcher.unsettled[0].local.failed = delivery_failed
+    rcv.settle(Delivery.MODIFIED)
+
+
+def test_released_and_modified_follow_artemis_delivery_counting(broker):
+    # Artemis (ProtonServerSenderContext): released and modified without delivery-failed are "not
+    # delivered" (count unchanged); modified{delivery-failed} counts as an attempt.
     port = port_of(broker)
     send(port, "orders", ["r"])
     conn = connect(port)
     rcv = conn.create_receiver("orders")
-    first = rcv.receive(timeout=5)
-    assert first.delivery_count == 0
-    rcv.release()
+    assert rcv.receive(timeout=5).delivery_count == 0
+    rcv.release(delivered=False)  # RELEASED
+    assert rcv.receive(timeout=5).delivery_count == 0
+    _settle_modified(rcv, delivery_failed=False)
+    assert rcv.receive(timeout=5).delivery_count == 0
+    _settle_modified(rcv, delivery_failed=True)
     again = rcv.receive(timeout=5)
     assert (again.body, again.delivery_count) == ("r", 1)
+    _settle_modified(rcv, delivery_failed=True)
+    assert rcv.receive(timeout=5).delivery_count == 2
     rcv.accept()
+    flush(conn)
     conn.close()
     wait_for(lambda: broker.queue_info("orders")["message_count"] == 0)
 
 
-def test_closed_connection_returns_unsettled_messages(broker):
+def test_unsettled_messages_return_on_close_counted_only_when_the_connection_failed(broker):
     port = port_of(broker)
     send(port, "orders", ["u"])
     conn = connect(port)
     rcv = conn.create_receiver("orders")
     assert rcv.receive(timeout=5).body == "u"
     assert broker.queue_info("orders")["delivering_count"] == 1
-    conn.close()  # no outcome sent
+    conn.close()  # a clean close without an outcome: not a delivery (count stays 0, as recorded on 2.44.0)
     wait_for(lambda: broker.queue_info("orders")["delivering_count"] == 0)
     conn = connect(port)
-    again = conn.create_receiver("orders").receive(timeout=5)
-    assert (again.body, again.delivery_count) == ("u", 1)
+    rcv = conn.create_receiver("orders")
+    again = rcv.receive(timeout=5)
+    assert (again.body, again.delivery_count) == ("u", 0)
+    assert broker.close_connections_for_user("admin") is True  # the broker drops it: a failed connection
+    wait_for(lambda: broker.queue_info("orders")["delivering_count"] == 0)
+    conn = connect(port)
+    third = conn.create_receiver("orders").receive(timeout=5)
+    assert (third.body, third.delivery_count) == ("u", 1)
     conn.close()
 
 
@@ -192,7 +212,7 @@ def test_max_delivery_attempts_drops_or_dead_letters(tmp_path):
         rcv = conn.create_receiver("orders")
         for _ in range(2):
             assert rcv.receive(timeout=5).body == "poison"
-            rcv.release()
+            _settle_modified(rcv, delivery_failed=True)
         flush(conn)
         wait_for(lambda: b.queue_info("DLQ")["message_count"] == 1)
         assert b.queue_info("orders")["message_count"] == 0

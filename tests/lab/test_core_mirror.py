@@ -139,7 +139,8 @@ def test_consumer_on_target_makes_mirrored_ack_pending_then_dropped(pair):
     holder.close()  # the held message goes back to dc2's queue: the documented double delivery
     wait_for(lambda: count(pair.b, "orders") == 1)
     again = connect(pair.port_b)
-    assert again.create_receiver("orders").receive(timeout=5).body == "dup"
+    redelivered = again.create_receiver("orders").receive(timeout=5)
+    assert (redelivered.body, redelivered.delivery_count) == ("dup", 0)  # as recorded on Artemis 2.44.0
     again.close()
 
 

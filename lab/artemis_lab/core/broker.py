@@ -686,10 +686,12 @@ class Broker:
         if (s.owner is not None and s.owner.sock is s) or (s.owner is not None and s.owner.sock is None):
             s.owner.on_socket_closed()
 
-    def _cleanup_connection(self, s: AmqpSocket) -> None:
+    def _cleanup_connection(self, s: AmqpSocket, failed: bool = True) -> None:
+        """`failed`: the connection was lost rather than closed by the client (Artemis then counts the
+        unsettled deliveries as delivered: delivery-count + 1)."""
         links = getattr(s, "links", None) or {}
         for state in list(links.values()):
-            self._link_gone(state)
+            self._link_gone(state, failed=failed)
         links.clear()
 
     # ------------------------------------------------------------------ acceptors
@@ -835,7 +837,7 @@ class Broker:
         elif t == Event.CONNECTION_REMOTE_CLOSE:
             conn = ev.connection
             s = conn._lab
-            self._cleanup_connection(s)
+            self._cleanup_connection(s, failed=False)
             if conn.state & conn.LOCAL_ACTIVE:
                 conn.close()
         elif t == Event.TRANSPORT_CLOSED:
@@ -857,17 +859,17 @@ class Broker:
         link.open()
         self._close_link(link, condition, description)
 
-    def _link_gone(self, state: Any, unsubscribe: bool = False) -> None:
+    def _link_gone(self, state: Any, unsubscribe: bool = False, failed: bool = False) -> None:
         self._links.pop(pn.ptr(state.lp), None)
         s = state.socket
         links = getattr(s, "links", None)
         if links is not None:
             links.pop(id(state), None)
         if isinstance(state, Consumer):
-            self._remove_consumer(state, unsubscribe=unsubscribe)
+            self._remove_consumer(state, unsubscribe=unsubscribe, failed=failed)
         state.gone = True
 
-    def _remove_consumer(self, c: Consumer, unsubscribe: bool = False) -> None:
+    def _remove_consumer(self, c: Consumer, unsubscribe: bool = False, failed: bool = False) -> None:
         if c.gone:
             return
         c.gone = True
@@ -877,7 +879,9 @@ class Broker:
         if c.unsettled:
             refs = list(c.unsettled.values())
             c.unsettled.clear()
-            self.return_refs(refs, count=True)
+            # As Artemis (ServerConsumerImpl cancel): a consumer that closes cleanly did not "deliver" its
+            # unsettled messages (count unchanged); a failed connection did (count + 1).
+            self.return_refs(refs, count=failed)
         if q.qid in self._queues_by_id and (q.temporary or (c.subscription and unsubscribe)):
             if not q.consumers:
                 self._destroy_queue(q)

@@ -155,9 +155,13 @@ class Consumer(LinkState):
             ref.consumer = None
             self.queue.messages_killed += 1
             self.b._ack(ref)
-        elif state in (pn.RELEASED, pn.MODIFIED):
+        elif state == pn.RELEASED:
             del self.unsettled[key]
-            self.b.return_refs([ref], count=True)
+            self.b.return_refs([ref], count=False)  # released = not delivered (AMQP, Artemis)
+        elif state == pn.MODIFIED:
+            del self.unsettled[key]
+            # only modified{delivery-failed} counts as a delivery attempt (Artemis ProtonServerSenderContext)
+            self.b.return_refs([ref], count=bool(pn.disposition_is_failed(pn.delivery_remote(d))))
         else:
             return  # no terminal outcome yet (e.g. RECEIVED)
         pn.delivery_settle(d)

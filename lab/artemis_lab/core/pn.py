@@ -40,6 +40,8 @@ link_advance = lib.pn_link_advance
 link_get_drain = lib.pn_link_get_drain
 link_drained = lib.pn_link_drained
 incref = lib.pn_incref
+delivery_remote = lib.pn_delivery_remote
+disposition_is_failed = lib.pn_disposition_is_failed
 decref = lib.pn_decref
 
 
