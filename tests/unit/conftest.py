@@ -262,6 +262,9 @@ class FakeArtemis:
                     sub = {a: val[a] for a in names if a in val}
                     if sub:
                         out[n] = sub
+            if not out:  # Jolokia's ReadHandler: MBeans matched, none has any of the attributes
+                raise _JErr(400, "java.lang.IllegalArgumentException",
+                            f"No matching attributes {attr} found on MBeans {sorted(matched)}")
             return out
         kind, ref = self._lookup(mbean)
         val = self._value_of(kind, ref)

@@ -193,3 +193,15 @@ def test_parse_snapshot_raises_when_broker_read_fails():
                                "error": "java.lang.Exception : User not authorized to access attribute: Name"})
     with pytest.raises(jolokia.PermissionDenied):
         ss.parse_snapshot("x", {"broker": bad, "status": bad, "pending": bad, "queues": bad, "bconn_list": bad}, 1.0)
+
+
+def test_pattern_read_without_matching_attributes_is_empty_not_an_error(jfake):
+    """Jolokia answers 400 "No matching attributes" when the MBeans exist but lack every attribute asked."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+
+    b = jfake.FakeArtemis("site-2.44-dc1.json")
+    client = jfake.make_client(b)
+    res = client.bulk([jolokia.read_request(on.all_acceptors("dc1"), ["NoSuchAttr"])])[0]
+    assert res.status == 400 and "No matching attributes" in res.error
+    notes: list = []
+    assert ss._pattern_value(res, notes, "acceptors") == {} and notes == []
