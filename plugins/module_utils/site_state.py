@@ -55,7 +55,8 @@ def list_queues_request(broker_name: str, options: str = LIST_ALL_OPTIONS) -> di
 
 
 def snapshot_requests(broker_name: str, include_addresses: bool = False, include_acceptors: bool = True,
-                      include_connection_mbeans: bool = False, queue_source: str = "list") -> List[Tuple[str, dict]]:
+                      include_connection_mbeans: bool = False, queue_source: str = "list",
+                      acceptor_names: Optional[Sequence[str]] = None) -> List[Tuple[str, dict]]:
     """``(key, request)`` pairs of one snapshot; :func:`parse_snapshot` takes ``{key: Result}``.
 
     Queues come from ONE ``listQueues`` call by default (``queue_source="list"``: every counter the gates need,
@@ -78,7 +79,11 @@ def snapshot_requests(broker_name: str, include_addresses: bool = False, include
     ]
     if include_connection_mbeans:
         reqs.append(("bconn_mbeans", j.read_request(on.all_broker_connections(broker_name), list(CONNECTION_ATTRS))))
-    if include_acceptors:
+    if include_acceptors and acceptor_names:
+        # known names: exact reads are cheap whatever the number of other MBeans
+        reqs.extend(("acceptor:" + name, j.read_request(on.acceptor(broker_name, name), list(ACCEPTOR_ATTRS)))
+                    for name in acceptor_names)
+    elif include_acceptors:
         reqs.append(("acceptors", j.read_request(on.all_acceptors(broker_name), list(ACCEPTOR_ATTRS))))
     if include_addresses:
         reqs.append(("addresses", j.read_request(on.all_addresses(broker_name), list(ADDRESS_ATTRS))))
@@ -249,7 +254,17 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
 
     _infer_connected(connections, mirrors)
 
-    acceptors: Optional[Dict[str, dict]] = {} if "acceptors" in items else None
+    exact = {k[len("acceptor:"):]: r for k, r in items.items() if k.startswith("acceptor:")}
+    acceptors: Optional[Dict[str, dict]] = {} if ("acceptors" in items or exact) else None
+    acceptors_stale = False
+    for name, res in exact.items():
+        if res.ok:
+            attrs = res.value or {}
+            acceptors[name] = {"name": name, "started": _opt_bool(attrs.get("Started")),  # type: ignore[index]
+                               "parameters": attrs.get("Parameters"), "mbean": res.request["mbean"]}
+        else:
+            acceptors_stale = True
+            notes.append("acceptor %s not readable: %s" % (name, res.error or res.status))
     for mbean, attrs in _pattern_value(items.get("acceptors"), notes, "acceptor MBeans").items():
         try:
             _domain, props = on.parse(mbean)
@@ -298,6 +313,7 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
         "connections": connections,
         "mirrors": mirrors,
         "acceptors": acceptors,
+        "acceptors_stale": acceptors_stale,
         "addresses": addresses,
         "notes": notes,
     }
@@ -373,8 +389,13 @@ class SiteCollector:
     """
 
     def __init__(self, client: j.JolokiaClient, broker_name: Optional[str] = None, site: Optional[str] = None,
-                 clock=None, queue_source: str = "list"):
+                 clock=None, queue_source: str = "list", acceptor_refresh: int = 30):
         self.queue_source = queue_source
+        # Acceptor names are learnt from one wildcard read and then read by exact name; the wildcard read is
+        # repeated every ``acceptor_refresh`` snapshots and whenever a known acceptor cannot be read.
+        self.acceptor_refresh = max(1, int(acceptor_refresh))
+        self._acceptor_names: Optional[List[str]] = None
+        self._acceptor_reads = 0
         self.client = client
         self.broker_name = broker_name
         self.site = site
@@ -391,13 +412,22 @@ class SiteCollector:
         start_count = self.client.request_count
         started = time.monotonic()
         source = queue_source or self.queue_source
+        names = None
+        if include_acceptors and self._acceptor_names and self._acceptor_reads % self.acceptor_refresh:
+            names = self._acceptor_names
         pairs = snapshot_requests(broker_name, include_addresses, include_acceptors, include_connection_mbeans,
-                                  source)
+                                  source, acceptor_names=names)
         results = self.client.bulk([req for _key, req in pairs])
         ts = self._clock()
         self.client.value_of(results[0])  # the broker read failing makes the snapshot useless: raise
         snap = parse_snapshot(broker_name, {key: res for (key, _req), res in zip(pairs, results, strict=True)}, ts,
                               self.client.url)
+        if include_acceptors:
+            self._acceptor_reads += 1
+            if snap["acceptors_stale"]:
+                self._acceptor_names, self._acceptor_reads = None, 0
+            elif names is None and snap["acceptors"] is not None:
+                self._acceptor_names = sorted(snap["acceptors"])
         # Before 2.32 the SNF queue has no MBean and may be missing from QueueNames: ask listQueues whenever the
         # broker has connections, and learn which of them are mirrors from the answer.
         pending = [m for m in snap["mirrors"].values() if m["snf"] is None]

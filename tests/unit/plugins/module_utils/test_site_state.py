@@ -205,3 +205,27 @@ def test_pattern_read_without_matching_attributes_is_empty_not_an_error(jfake):
     assert res.status == 400 and "No matching attributes" in res.error
     notes: list = []
     assert ss._pattern_value(res, notes, "acceptors") == {} and notes == []
+
+
+def test_acceptors_learnt_once_then_read_by_exact_name(jfake):
+    b = jfake.FakeArtemis("site-2.44-dc1.json")
+    col = ss.SiteCollector(jfake.make_client(b), "dc1", acceptor_refresh=3)
+
+    def wildcard_reads():
+        return sum(1 for c in b.calls if c[0] == "read" and "component=acceptors,name=*" in c[1])
+
+    first = col.collect()
+    assert wildcard_reads() == 1 and set(first["acceptors"]) == {"amqp", "artemis", "mirror"}
+    b.acceptors["amqp"]["Started"] = False
+    second = col.collect()
+    assert wildcard_reads() == 1 and second["acceptors"]["amqp"]["started"] is False
+    assert second["requests"] == 1
+    col.collect()
+    col.collect()  # every 3rd snapshot looks for new acceptors again
+    assert wildcard_reads() == 2
+    del b.acceptors["mirror"]  # a known acceptor disappears: note it and re-learn next time
+    snap = col.collect()
+    assert snap["acceptors_stale"] is True and any("acceptor mirror" in n for n in snap["notes"])
+    assert set(snap["acceptors"]) == {"amqp", "artemis"}
+    snap = col.collect()
+    assert wildcard_reads() == 3 and snap["acceptors_stale"] is False
