@@ -44,9 +44,9 @@ def _options(a: AmqpSettings) -> Any:
 
 
 def default_probe(origin: list, target: list, address: str, origin_options: Any, target_options: Any,
-                  count: int, timeout: float) -> dict:
+                  count: int, timeout: float, selector: bool = True) -> dict:
     probe = amqp.CanaryProbe(origin, target, address, origin_options, count=count, interval=0.1, timeout=timeout,
-                             origin_options=origin_options, target_options=target_options)
+                             origin_options=origin_options, target_options=target_options, selector=selector)
     return probe.run()
 
 
@@ -92,7 +92,8 @@ class CanaryRunner:
             try:
                 origin = amqp.parse_endpoints(list(src.urls), default_site=site)
                 target = amqp.parse_endpoints(list(dst.target_urls or dst.urls), default_site=peer)
-                res = self.probe(origin, target, c.address, _options(src), _options(dst), c.count, c.timeout)
+                res = self.probe(origin, target, c.address, _options(src), _options(dst), c.count, c.timeout,
+                                 selector=c.selector)
             except Exception as exc:  # a probe bug or a bad URL must not stop the agent
                 LOG.warning("canary %s -> %s failed: %s", site, peer, exc)
                 res = {"error": {"message": str(exc)}, "canaries": []}

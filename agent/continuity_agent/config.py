@@ -74,6 +74,7 @@ class CanarySettings:
     address: str = "continuity.canary"
     count: int = 3
     timeout: float = 10.0
+    selector: bool = True   # browse the peer with a selector on the probe id (the lab broker has none)
 
 
 @dataclass(frozen=True)
@@ -308,12 +309,13 @@ def parse(data: Any) -> AgentConfig:
                           max_bytes=_get(ev_raw, "max_bytes", "evidence", "int", 10 * 1024 * 1024, minimum=4096),
                           keep_files=_get(ev_raw, "keep_files", "evidence", "int", 10, minimum=1))
     can_raw = _mapping(data.get("canaries"), "canaries")
-    _unknown(can_raw, ("enabled", "every", "address", "count", "timeout"), "canaries")
+    _unknown(can_raw, ("enabled", "every", "address", "count", "timeout", "selector"), "canaries")
     canaries = CanarySettings(enabled=_get(can_raw, "enabled", "canaries", "bool", False),
                               every=_get(can_raw, "every", "canaries", "float", 60.0, minimum=1),
                               address=_get(can_raw, "address", "canaries", "str", "continuity.canary"),
                               count=_get(can_raw, "count", "canaries", "int", 3, minimum=1),
-                              timeout=_get(can_raw, "timeout", "canaries", "float", 10.0, minimum=1))
+                              timeout=_get(can_raw, "timeout", "canaries", "float", 10.0, minimum=1),
+                              selector=_get(can_raw, "selector", "canaries", "bool", True))
     if canaries.enabled:
         for name, site in sites.items():
             if site.amqp is None:

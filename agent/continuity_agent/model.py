@@ -128,6 +128,9 @@ class Sampler:
         self.last_success: dict[str, float] = {}
         self.disconnected_since: dict[tuple[str, str], float] = {}
         self.last_directions: dict[tuple[str, str], DirectionView] = {}
+        # the agent's own canaries are in flight between the sites all the time: never a queue difference
+        self._excluded = tuple(cfg.comparison.exclude_prefixes) + (
+            (cfg.canaries.address,) if cfg.canaries.enabled else ())
 
     # ---- per site
     def _site_view(self, name: str, snap: dict) -> SiteView:
@@ -197,7 +200,7 @@ class Sampler:
             result = site_state.assess_mirrors(
                 snap, previous=prev, peer=peer_snap, connection=conn_name, overhead_seconds=overhead,
                 assumed_drain_rate=self.cfg.rto.assumed_drain_rate, queue_tolerance=cmp.tolerance,
-                exclude_prefixes=cmp.exclude_prefixes, address_filter=cmp.address_filter,
+                exclude_prefixes=self._excluded, address_filter=cmp.address_filter,
                 disconnected_for=disc.get(conn_name))
             a = result["connections"][0]
             peer_view = views.get(settings.peer)

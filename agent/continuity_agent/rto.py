@@ -68,21 +68,34 @@ def swapover_runs(records: Iterable[dict]) -> list[SwapoverRun]:
     backlog it started with needed to drain (estimated from the lag samples just before it): the drain phase of
     a runbook also waits for stable gate samples, which is overhead even at an empty backlog, so phase names
     are not used to split the two. Runs with an unfinished phase (``end_ts`` null) or a failed/rolled back
-    phase are skipped: they did not measure a complete switch.
+    phase are skipped: they did not measure a complete switch. ``run_id`` of a second swapover in the same run
+    is suffixed ``#2``, ``#3``...
     """
     records = list(records)
     by_run: dict[str, list[dict]] = {}
     for rec in records:
-        if rec.get("kind") == "phase" and rec.get("runbook") == SWAPOVER:
+        if rec.get("kind") == "phase" and rec.get("runbook") == SWAPOVER and rec.get("start_ts") is not None:
             by_run.setdefault(rec.get("run_id") or "", []).append(rec)
-    runs = []
+    # A rehearsal run may hold several swapovers (and failover/failback between them): a phase name seen again
+    # starts the next execution.
+    executions: list[tuple[str, list[dict]]] = []
     for run_id, phases in by_run.items():
+        current: list[dict] = []
+        for p in sorted(phases, key=lambda r: r["start_ts"]):
+            if any(q.get("phase") == p.get("phase") for q in current):
+                executions.append((run_id, current))
+                current = []
+            current.append(p)
+        executions.append((run_id, current))
+    runs = []
+    for run_id, phases in executions:
         if any(p.get("end_ts") is None or p.get("decision") in ("fail", "rollback") for p in phases):
             continue
         start = min(float(p["start_ts"]) for p in phases)
         end = max(float(p["end_ts"]) for p in phases)
         drain = drain_estimate_before(records, start)
-        runs.append(SwapoverRun(run_id, start, end, min(drain, end - start)))
+        n = sum(1 for r in runs if r.run_id.split("#")[0] == run_id)
+        runs.append(SwapoverRun(run_id if n == 0 else f"{run_id}#{n + 1}", start, end, min(drain, end - start)))
     return sorted(runs, key=lambda r: r.end_ts)
 
 
@@ -99,6 +112,17 @@ def read_records(evidence_dir: str, kinds: tuple = ("phase", "lag_sample"), max_
         except (OSError, ValueError, evidence.EvidenceError) as exc:
             LOG.warning("skipping unreadable evidence file %s: %s", path, exc)
     return out
+
+
+#: How many of the newest swapovers the overhead is taken from.
+RECENT_RUNS = 3
+
+
+def overhead_of(runs: list[SwapoverRun], recent: int = RECENT_RUNS) -> float:
+    """The largest overhead of the ``recent`` newest swapovers: runbook overhead varies from run to run (a
+    quiesce that waits for clients, a slow activation), and an RTO estimate for an SLA must not rest on the
+    luckiest run."""
+    return max(r.overhead for r in runs[-recent:])
 
 
 def overhead_from_summary(doc: object) -> float | None:
@@ -159,5 +183,5 @@ class OverheadSource:
         if self.evidence_dir and os.path.isdir(self.evidence_dir):
             self.runs = swapover_runs(read_records(self.evidence_dir))
             if self.runs:
-                value, source = self.runs[-1].overhead, "evidence"
+                value, source = overhead_of(self.runs), "evidence"
         self.value, self.source = value, source

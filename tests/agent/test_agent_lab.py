@@ -8,7 +8,6 @@ in sync -> WAN cut (connected 0, backlog and RPO grow) -> restore (drain to 0) -
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -96,12 +95,19 @@ class AgentProcess:
             sites[name] = {"jolokia": {"url": s["jolokia_url"], "origin": s["jolokia_origin"],
                                        "username": s["credentials"]["user"],
                                        "password": s["credentials"]["password"], "timeout": 2},
-                           "broker_name": s["broker_name"], "client_acceptors": s["client_acceptors"]}
+                           "broker_name": s["broker_name"], "client_acceptors": s["client_acceptors"],
+                           # canaries are looked for on a site through its mirror acceptor: the passive site's
+                           # client acceptor is fenced
+                           "amqp": {"urls": [s["amqp_url"]],
+                                    "target_urls": [f"amqp://127.0.0.1:{s['acceptors']['mirror']}"],
+                                    "username": s["credentials"]["user"], "password": s["credentials"]["password"]}}
         self.config = {"interval": 0.5, "listen": {"address": "127.0.0.1", "port": self.port}, "sites": sites,
                        "sla": {"rpo_messages": 50, "lag_seconds": 5, "rpo_seconds": 30},
                        "rto": {"overhead_seconds": 0.5, "assumed_drain_rate": 20000},
                        "evidence": {"dir": str(tmp / "evidence"), "run_id": "agent-lab"},
-                       "state_dir": str(tmp / "state"), "log_level": "INFO"}
+                       "state_dir": str(tmp / "state"), "log_level": "INFO",
+                       # the lab broker has no selectors: the probe browses without one
+                       "canaries": {"enabled": True, "every": 2, "count": 2, "timeout": 5, "selector": False}}
         path = tmp / "agent.json"
         path.write_text(json.dumps(self.config))
         path.chmod(0o600)
@@ -176,6 +182,20 @@ def test_in_sync_lab(agent: AgentProcess) -> None:
         assert agent.wait_value("continuity_mirror_connected", lambda v: v == 1, **d) == 1
         assert agent.wait_value("continuity_mirror_backlog_events", lambda v: v == 0, **d) == 0
     assert agent.value("continuity_site_consumers_on_passive", site="dc2") == 0
+
+
+def test_canaries_measure_replication_latency(agent: AgentProcess) -> None:
+    lat = agent.wait_value("continuity_canary_latency_seconds", lambda v: v is not None, timeout=30, site="dc1",
+                           peer="dc2")
+    assert 0 < lat < 5
+    assert agent.value("continuity_canary_seen_ratio", site="dc1", peer="dc2") == 1
+    # dc2 is passive (fenced): it originates no canaries
+    assert agent.value("continuity_canary_latency_seconds", site="dc2", peer="dc1") is None
+    # the probe's browser on dc2 is not an application consumer on the passive site
+    assert agent.value("continuity_site_consumers_on_passive", site="dc2") == 0
+    files = sorted((Path(agent.config["evidence"]["dir"]) / "agent-lab").glob("lag-agent-*.jsonl"))
+    recs = [r for p in files for r in evidence.read_records(str(p)) if r["kind"] == "canary"]
+    assert recs and recs[0]["origin_site"] == "dc1" and any(r["outcome"] == "seen" for r in recs)
 
 
 def test_wan_cut_disconnects_and_backlog_and_rpo_grow(lab: dict, agent: AgentProcess) -> None:
@@ -268,9 +288,10 @@ def test_dc1_killed_is_unreachable_and_last_known_backlog_kept(lab: dict, agent:
     assert doc["lag_samples"][0]["backlog"] == backlog and doc["lag_samples"][0]["reachable"] is True
     # the evidence carries the loss: reachable false with the last known backlog
     files = sorted((Path(agent.config["evidence"]["dir"]) / "agent-lab").glob("lag-agent-*.jsonl"))
-    wait_for(lambda: any(r["site"] == "dc1" and r["reachable"] is False
+    wait_for(lambda: any(r["kind"] == "lag_sample" and r["site"] == "dc1" and r["reachable"] is False
                          for r in evidence.read_records(str(files[-1]))), 5, "unreachable lag_sample")
-    recs = [r for r in evidence.read_records(str(files[-1])) if r["site"] == "dc1" and not r["reachable"]]
+    recs = [r for r in evidence.read_records(str(files[-1]))
+            if r["kind"] == "lag_sample" and r["site"] == "dc1" and not r["reachable"]]
     assert recs[-1]["backlog"] == backlog
     # and the agent stops cleanly
     assert agent.stop() == 0
@@ -284,8 +305,12 @@ def _swapover_evidence_dir() -> Path | None:
 
 
 def test_rto_estimate_against_observed_swapovers() -> None:
-    """Leave-one-out: the overhead measured on swapover N-1 plus the drain estimated just before swapover N
-    (its last lag sample) predicts swapover N's duration. The error is written to build/test-results."""
+    """Walk-forward: before each swapover N, the agent's estimate is the drain its last lag samples predicted
+    plus the overhead it would have had (rto.overhead_of the swapovers before N); compared with N's observed
+    duration. Every error is written to build/test-results/agent-rto-error.json; the median absolute error must
+    stay within max(1 s, 50 % of the median observed duration)."""
+    import statistics
+
     from continuity_agent import rto
 
     where = _swapover_evidence_dir()
@@ -294,17 +319,25 @@ def test_rto_estimate_against_observed_swapovers() -> None:
                     "build/evidence): no observed swapover duration to compare the RTO estimate with")
     records = []
     for path in where.rglob("*.jsonl"):
-        records.extend(evidence.read_records(str(path)))
+        try:
+            records.extend(evidence.read_records(str(path)))
+        except evidence.EvidenceError:
+            continue  # a file being written by a concurrent run
     runs = rto.swapover_runs(records)
     if len(runs) < 2:
         pytest.skip(f"{len(runs)} completed swapover(s) in {where}: need two (overhead from one, check the next)")
     rows = []
-    for prev, run in itertools.pairwise(runs):
-        estimate = rto.drain_estimate_before(records, run.start_ts) + prev.overhead
-        rows.append({"run_id": run.run_id, "observed": run.duration, "estimate": estimate,
-                     "error": estimate - run.duration, "overhead_from": prev.run_id})
+    for i in range(1, len(runs)):
+        run = runs[i]
+        estimate = rto.drain_estimate_before(records, run.start_ts) + rto.overhead_of(runs[:i])
+        rows.append({"run_id": run.run_id, "observed": round(run.duration, 3), "estimate": round(estimate, 3),
+                     "error": round(estimate - run.duration, 3)})
+    errors = [abs(r["error"]) for r in rows]
+    summary = {"swapovers": len(runs), "compared": len(rows), "median_abs_error": statistics.median(errors),
+               "max_abs_error": max(errors), "median_observed": statistics.median(r["observed"] for r in rows),
+               "rows": rows}
     out = ROOT / "build" / "test-results" / "agent-rto-error.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1))
-    for row in rows:
-        assert abs(row["error"]) <= max(1.0, 0.5 * row["observed"]), row
+    out.write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}))
+    assert summary["median_abs_error"] <= max(1.0, 0.5 * summary["median_observed"]), summary

@@ -28,7 +28,7 @@ class FakeProbe:
         self.latency = latency
         self.fail = fail
 
-    def __call__(self, origin, target, address, origin_options, target_options, count, timeout):
+    def __call__(self, origin, target, address, origin_options, target_options, count, timeout, selector=True):
         self.calls.append({"origin": [e.url for e in origin], "target": [e.url for e in target], "count": count,
                            "user": origin_options.user, "address": address})
         if self.fail:

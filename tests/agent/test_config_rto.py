@@ -103,6 +103,20 @@ def test_swapover_overhead_from_phases_and_lag_samples():
     assert runs[1].drain_seconds == 0.0 and runs[1].overhead == pytest.approx(1.0)
 
 
+def test_several_swapovers_in_one_run_are_separate():
+    recs = [phase("reh", "preflight", 10.0, 10.1), phase("reh", "drain", 10.1, 10.4),
+            phase("reh", "activate", 10.4, 10.5),
+            evidence.phase_record("reh", "failover", "activate", 20.0, 25.0, "done"),
+            phase("reh", "preflight", 90.0, 90.1), phase("reh", "drain", 90.1, 90.3),
+            phase("reh", "activate", 90.3, 91.0)]
+    runs = rto.swapover_runs(recs)
+    assert [r.run_id for r in runs] == ["reh", "reh#2"]
+    assert [round(r.duration, 3) for r in runs] == [0.5, 1.0]
+    # the overhead in use is the largest of the newest three (pessimistic on purpose)
+    assert rto.overhead_of(runs) == pytest.approx(1.0)
+    assert rto.overhead_of(runs, recent=1) == pytest.approx(1.0) and rto.overhead_of(runs[:1]) == pytest.approx(0.5)
+
+
 def test_overhead_source_prefers_evidence_then_summary_then_config(tmp_path):
     src = rto.OverheadSource(fixed=3.0)
     assert src.current() == (3.0, "config")
