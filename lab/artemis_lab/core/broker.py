@@ -617,8 +617,11 @@ class Broker:
                         obj.on_connect_ready()
                     elif kind == "wake":
                         self.loop.drain_wake()
-                self.loop.run_due_timers()
-                self._iterate()
+                try:
+                    self.loop.run_due_timers()
+                    self._iterate()
+                except Exception:  # keep serving: one bad event must not stop the broker's only thread
+                    log.exception("lab broker %s: error in the network loop", self.name)
 
     def _iterate(self) -> None:
         self._process_events()
