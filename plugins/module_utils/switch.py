@@ -23,6 +23,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils import gates
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
 from ansible_collections.continuity.artemis.plugins.module_utils import site_role
+from ansible_collections.continuity.artemis.plugins.module_utils import site_state
 from ansible_collections.continuity.artemis.plugins.module_utils import versions
 
 
@@ -173,6 +174,56 @@ def read_acceptors(site: Site) -> Dict[str, Optional[bool]]:
     return out
 
 
+def _bulk_exec(site: Site, calls: Sequence[tuple]) -> None:
+    """Operations on many MBeans in ONE request; raises the first item's typed error."""
+    if calls:
+        for res in site.client.bulk([j.exec_request(mbean, op) for mbean, op in calls]):
+            res.raise_for_status()
+
+
+def quiesce(site: Site, snapshot: dict, settle_timeout: float = 5.0, settle_sleep: float = 0.05,
+            clock: Callable[[], float] = time.monotonic, sleeper: Callable[[float], None] = time.sleep) -> dict:
+    """Let deliveries in flight be acknowledged before the fence, so no acknowledgement is cut in half.
+
+    The client queues are paused (no new deliveries; consumers acknowledge what they already hold), then it
+    waits, at most ``settle_timeout``, until no message is being delivered. A delivery still unacknowledged
+    at the fence stays on both sites and is delivered again by the other site.
+
+    Producers are not stopped here: an AMQP producer holds credit (``amqpCredits``, 1000 by default), so an
+    address ``block()`` would not stop it within seconds, and real Artemis shows no readable trace of a block.
+    Sends in flight at the fence are "in doubt" for the client, which resends them.
+    Call :func:`release` after the fence to resume the queues this paused.
+    """
+    broker = site.broker()
+    paused = []
+    for name, q in sorted(site_state.client_queues(snapshot).items()):
+        if q.get("paused") or not q.get("address"):
+            continue  # paused by someone else: leave it as it is
+        paused.append(q.get("mbean") or on.queue(broker, q["address"], name, q.get("routing_type") or "anycast"))
+    start = clock()
+    state = {"paused": paused, "settled": False, "outstanding_deliveries": None, "settle_seconds": None,
+             "samples": 0}
+    _bulk_exec(site, [(m, "pause()") for m in paused])
+    while True:
+        current = site_state.client_queues(site.snapshot())
+        state["samples"] += 1
+        state["outstanding_deliveries"] = sum(q.get("delivering_count") or 0 for q in current.values())
+        if state["outstanding_deliveries"] == 0:
+            state["settled"] = True
+            break
+        if clock() - start >= settle_timeout:
+            break
+        sleeper(settle_sleep)
+    state["settle_seconds"] = clock() - start
+    return state
+
+
+def release(site: Site, quiesced: Optional[dict]) -> None:
+    """Undo :func:`quiesce`: resume the queues it paused."""
+    if quiesced:
+        _bulk_exec(site, [(m, "resume()") for m in quiesced["paused"]])
+
+
 def deactivate(site: Site, started_now: Dict[str, Optional[bool]], check_mode: bool = False) -> dict:
     """Fence a site: stop its started client acceptors now, then persist ``autoStart=false``."""
     to_stop = [n for n in site.client_acceptors if started_now.get(n)]
@@ -232,6 +283,7 @@ def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Option
 def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: float = 0.2,
              stable_samples: int = 2, preflight_max_backlog: Optional[int] = None, queue_tolerance: int = 0,
              rollback: bool = True, check_mode: bool = False, activation_timeout: float = 30.0,
+             settle_timeout: float = 5.0,
              wall: Callable[[], float] = time.time, clock: Callable[[], float] = time.monotonic,
              sleeper: Callable[[float], None] = time.sleep) -> dict:
     """Planned switch of the active role from ``old`` to ``new``: consistency first.
@@ -239,7 +291,9 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     1. preflight: both reachable, ``old`` active and ``new`` passive (or an interrupted swapover to resume),
        mirrors connected both ways, backlog under ``preflight_max_backlog``, no consumers on ``new``, no
        configuration errors in either broker's Status;
-    2. quiesce: stop ``old``'s client acceptors (clients are disconnected; the mirror acceptor stays up);
+    2. quiesce: pause ``old``'s client queues until the deliveries in flight are acknowledged (at most
+       ``settle_timeout``), then stop its client acceptors (clients are disconnected; the mirror acceptor stays
+       up) and resume the queues on the now fenced site;
     3. drain gate: both backlogs 0, pending acks 0 (2.40+), per-queue counts equal, for ``stable_samples``
        consecutive samples within ``drain_timeout``; on failure ``old`` is re-activated (rollback) and
        :class:`SwitchError` is raised: nothing was lost, clients return to ``old``;
@@ -301,16 +355,29 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
 
     # 2. quiesce
     t_quiesce = wall()
+    quiesced = None
     try:
+        if not resumed:
+            quiesced = quiesce(old, snap_old, settle_timeout, clock=clock, sleeper=sleeper)
         fenced = deactivate(old, acceptor_states(snap_old))
     except j.JolokiaError as exc:
         reason = ("quiesce of %s failed: %s; it may be partly fenced: run the swapover again (it resumes) or "
                   "site_role state=active on %s to undo" % (old.name, exc, old.name))
         phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "fail", reason))
         raise SwitchError(reason, phases, state) from exc
+    finally:
+        try:
+            release(old, quiesced)
+        except j.JolokiaError as exc:  # the site is fenced or failed anyway; say what is left to undo
+            phases.append(phase(runbook, "release", wall(), wall(), "fail",
+                                "could not resume/unblock %s: %s" % (old.name, exc)))
     phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "done",
                         data={"stopped_acceptors": fenced["stopped"],
-                              "fence_written": bool(fenced["fence"] and fenced["fence"]["changed"])}))
+                              "fence_written": bool(fenced["fence"] and fenced["fence"]["changed"]),
+                              "settled": quiesced["settled"] if quiesced else None,
+                              "outstanding_deliveries": quiesced["outstanding_deliveries"] if quiesced else None,
+                              "settle_seconds": quiesced["settle_seconds"] if quiesced else None,
+                              "paused_queues": len(quiesced["paused"]) if quiesced else 0}))
 
     # 3. drain gate
     t_drain, t_drain_mono = wall(), clock()

@@ -17,15 +17,19 @@ description:
   - 1. Preflight (nothing is changed when it fails) - both sites readable, O(old_site) active and O(new_site)
     passive, mirrors connected both ways, backlog under O(preflight_max_backlog), no consumers on O(new_site), no
     configuration reload errors in either broker's C(Status).
-  - 2. Quiesce - stop the client acceptors of O(old_site). Clients are disconnected and cannot reconnect there; the
-    mirror acceptor stays up. With O(old_site.broker_xml) the fence is also written to broker.xml.
+  - 2. Quiesce - pause the client queues of O(old_site) until the deliveries in flight are acknowledged (at most
+    O(settle_timeout)), then stop its client acceptors and resume the queues. Clients are disconnected and cannot
+    reconnect there; the mirror acceptor stays up. A delivery still unacknowledged at the fence would be delivered
+    again on O(new_site); sends in flight at the fence are in doubt for the client, which resends them. With
+    O(old_site.broker_xml) the fence is also written to broker.xml.
   - 3. Drain gate - both mirror backlogs 0, C(PendingMirrorAcks) 0 where the release has it (2.40+) and equal
     per-queue message counts, for O(stable_samples) consecutive samples within O(drain_timeout). Equal counts are
     required because real Artemis drops a mirrored acknowledgement it cannot apply while C(PendingMirrorAcks)
     returns to 0. If the gate fails, O(old_site) is re-activated (rollback), nothing was lost, and the task fails
     with the reason.
   - 4. Activate O(new_site) - the point of no return. On Artemis 2.43+ with O(new_site.broker_xml) the fence is lifted
-    in broker.xml and the C(reloadConfigurationFile) operation opens the acceptors; otherwise the acceptors' C(start) operation.
+    in broker.xml and the C(reloadConfigurationFile) operation opens the acceptors; otherwise the acceptors'
+    C(start) operation.
   - Re-running converges - a swapover already done reports no change; one interrupted after the quiesce resumes at
     the drain gate. At no moment do both sites serve clients.
   - Run the task on the host of O(new_site) when its O(new_site.broker_xml) is set (the file is edited locally).
@@ -110,6 +114,12 @@ options:
     description: Re-activate O(old_site) when the drain gate fails. Without it no site serves after a failed gate.
     type: bool
     default: true
+  settle_timeout:
+    description:
+      - Seconds the quiesce waits for the deliveries in flight to be acknowledged before the fence. The number still
+        outstanding is returned in the quiesce phase (C(outstanding_deliveries)).
+    type: float
+    default: 5
   activation_timeout:
     description: Seconds to wait for the client acceptors to open after a configuration reload.
     type: float
@@ -242,6 +252,7 @@ def main():
             queue_tolerance=dict(type="int", default=0),
             rollback=dict(type="bool", default=True),
             activation_timeout=dict(type="float", default=30.0),
+            settle_timeout=dict(type="float", default=5.0),
             evidence_dir=dict(type="path"),
             run_id=dict(type="str"),
         ),
@@ -268,7 +279,8 @@ def main():
         res = switch.swapover(old, new, drain_timeout=p["drain_timeout"], wait_sleep=p["wait_sleep"],
                               stable_samples=p["stable_samples"], preflight_max_backlog=p["preflight_max_backlog"],
                               queue_tolerance=p["queue_tolerance"], rollback=p["rollback"],
-                              check_mode=module.check_mode, activation_timeout=p["activation_timeout"])
+                              check_mode=module.check_mode, activation_timeout=p["activation_timeout"],
+                              settle_timeout=p["settle_timeout"])
     except switch.SwitchError as exc:
         path = None if module.check_mode else _write_evidence(p, exc.phases)
         module.fail_json(msg=str(exc), phases=exc.phases, roles_before=exc.state.get("roles_before"),

@@ -30,6 +30,9 @@ class World:
         self.acceptors = {"dc1": {"artemis": True, "mirror": True}, "dc2": {"artemis": False, "mirror": True}}
         self.stuck = stuck  # the mirror never drains (a cut WAN link)
         self.cut_on_quiesce = False
+        self.paused = {"dc1": False, "dc2": False}
+        self.delivering = {"dc1": 0, "dc2": 0}  # messages handed to consumers and not acknowledged yet
+        self.stuck_consumer = False
         self.calls: list = []
         self.reloads = 0
 
@@ -40,6 +43,8 @@ class World:
                 self.backlog[s] = max(0, self.backlog[s] - self.drain)
         peer = "DC2" if site == "dc1" else "DC1"
         connected = not self.stuck
+        if self.paused[site] and not self.stuck_consumer and self.delivering[site]:
+            self.delivering[site] -= 1  # consumers acknowledge what they hold once nothing new arrives
         return {
             "site": site, "broker": site, "reachable": True, "ts": float(len(self.calls)),
             "version": self.version, "features": {"pending_mirror_acks": True},
@@ -50,7 +55,9 @@ class World:
             "mirrors": {peer: {"snf": {"message_count": self.backlog[site], "messages_added": 0,
                                        "messages_acknowledged": 0, "delivering_count": 0}}},
             "queues": {"orders": {"address": "orders", "message_count": self.orders[site], "consumer_count": 0,
-                                  "internal": False, "temporary": False}},
+                                  "internal": False, "temporary": False, "paused": self.paused[site],
+                                  "delivering_count": self.delivering[site], "messages_added": 100,
+                                  "mbean": on.queue(site, "orders", "orders")}},
         }
 
 
@@ -62,6 +69,14 @@ class FakeClient:
         out = []
         for req in requests:
             _d, props = on.parse(req["mbean"])
+            if props.get("component") != "acceptors":  # address block/unblock, queue pause/resume
+                self.world.calls.append((req["operation"], self.site, props.get("queue") or props.get("address")))
+                if req["operation"] == "pause()":
+                    self.world.paused[self.site] = True
+                elif req["operation"] == "resume()":
+                    self.world.paused[self.site] = False
+                out.append(FakeResult())
+                continue
             started = req["operation"] == "start()"
             self.world.acceptors[self.site][props["name"]] = started
             if not started and self.world.cut_on_quiesce:
@@ -223,3 +238,44 @@ def test_drain_conditions_skip_pending_acks_before_2_40():
     new = {"features": {"pending_mirror_acks": True}}
     assert "max_pending_acks" not in switch.drain_conditions(old, new)
     assert switch.drain_conditions(new, new)["max_pending_acks"] == 0
+
+
+def test_quiesce_waits_for_outstanding_deliveries_before_the_fence(world):
+    world.delivering["dc1"] = 3
+    res = run(world)
+    ops = [c for c in world.calls if c[0] in ("pause()", "stop()", "resume()")]
+    assert [c[0] for c in ops] == ["pause()", "stop()", "resume()"]
+    stop_at = world.calls.index(("stop()", "dc1", "artemis"))
+    # every delivery was acknowledged before the acceptor stopped
+    assert world.delivering["dc1"] == 0
+    assert stop_at > world.calls.index(("pause()", "dc1", "orders"))
+    assert ("resume()", "dc1", "orders") in world.calls[stop_at:]
+    quiesce = res["phases"][1]["data"]
+    assert quiesce["settled"] is True and quiesce["outstanding_deliveries"] == 0
+    assert world.paused["dc1"] is False  # the fenced site is not left paused
+
+
+def test_quiesce_gives_up_after_settle_timeout_and_reports_the_outstanding_deliveries(world):
+    world.delivering["dc1"] = 2
+    world.stuck_consumer = True  # a consumer that never acknowledges
+    res = run(world, settle_timeout=0)
+    quiesce = res["phases"][1]["data"]
+    assert quiesce["settled"] is False and quiesce["outstanding_deliveries"] == 2
+    assert world.acceptors["dc1"]["artemis"] is False and world.paused["dc1"] is False
+
+
+def test_quiesce_builds_queue_names_when_the_snapshot_has_none(world):
+    """Queues read through listQueues (pre-2.32 fallback) carry no MBean name: the pause must still happen."""
+    original = world.snapshot
+
+    def without_mbeans(site):
+        snap = original(site)
+        for q in snap["queues"].values():
+            q["mbean"] = None
+        return snap
+
+    world.snapshot = without_mbeans
+    world.delivering["dc1"] = 1
+    res = run(world)
+    assert ("pause()", "dc1", "orders") in world.calls
+    assert res["phases"][1]["data"]["paused_queues"] == 1 and world.delivering["dc1"] == 0
