@@ -615,7 +615,7 @@ class _ProbeSide(ManagedClient):
         self.probe.message(self, event)
 
     def on_link_failed(self, event, err):
-        self.probe.fail(err)
+        self.probe.link_failed(self, event, err)
 
     def on_lost(self, err):
         self.link = None
@@ -888,6 +888,23 @@ class CanaryProbe:
         self._finish()
 
     # failures and deadlines -------------------------------------------------------------------------------------
+    def link_failed(self, side, event, err):
+        """A refused selector (brokers without filter support answer amqp:not-implemented) is not fatal: browse
+        and remove without it and filter on the probe id here."""
+        cond = (err.condition or {}).get("name") or ""
+        desc = ((err.condition or {}).get("description") or "").lower()
+        if self.selector and event.link.is_receiver and (
+                cond == "amqp:not-implemented" or "selector" in desc or "filter" in desc):
+            self.selector = None
+            self.notes.append("%s refused the selector (%s); filtering canaries on the client" % (
+                side.cycle.endpoints[0].site, err.message))
+            if side is self.target:
+                self._open_browser()
+            elif self.phase == "removing":
+                self._open_remover()
+            return
+        self.fail(err)
+
     def note_loss(self, side, err):
         self.notes.append("%s: %s" % (side.role, err.message))
 
@@ -960,7 +977,9 @@ class CanaryProbe:
         if not self._open_sides:
             self.container.stop()
         else:
-            schedule(self.container, 1.0, self.container.stop)
+            # the grace never pushes the probe past its timeout
+            remaining = self.timeout - (time.time() - self.started)
+            schedule(self.container, max(0.05, min(1.0, remaining)), self.container.stop)
 
     def side_closed(self, side):
         if self.finished and side in self._open_sides:

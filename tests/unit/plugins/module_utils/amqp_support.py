@@ -9,7 +9,8 @@ It is NOT Artemis and not the lab broker: just enough to exercise the probe and 
 - Optional mirror between two sites: sends and acks become events delivered to the peer after ``mirror_delay``
   seconds, in order; ``cut_mirror()`` holds them (a backlog) until ``restore_mirror()``.
 - ``fence(site)`` closes the listener and drops its connections (clients then get connection refused).
-- ``auto_create=False`` closes links to unknown addresses with amqp:not-found.
+- ``auto_create=False`` closes links to unknown addresses with amqp:not-found; ``selectors=False`` refuses
+  consumers with a filter (amqp:not-implemented), as the lab broker does.
 - ``transactions=True`` adds a local-transaction coordinator (declare, transactional accept, discharge with
   commit or rollback); without it a coordinator link is refused (amqp:not-implemented).
 - SASL: proton's server side without Cyrus only offers ANONYMOUS; PLAIN is tested against the lab broker.
@@ -70,7 +71,11 @@ class Site:
 
 def _selector_of(link) -> tuple[str, str] | None:
     try:
-        filt = link.remote_source.filter.get_object()
+        data = link.remote_source.filter
+        data.rewind()
+        if data.next() is None:
+            return None
+        filt = data.get_object()
     except Exception:
         return None
     if not filt:
@@ -94,7 +99,7 @@ class MiniBroker(MessagingHandler):
     """``with MiniBroker(["dc1", "dc2"], mirror=True) as b: b.url("dc1")``."""
 
     def __init__(self, sites=("dc1",), mirror: bool = False, mirror_delay: float = 0.0, auto_create: bool = True,
-                 known_addresses=(), transactions: bool = False) -> None:
+                 known_addresses=(), transactions: bool = False, selectors: bool = True) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
         self.sites = {name: Site(name, free_port()) for name in sites}
         if mirror:
@@ -105,6 +110,7 @@ class MiniBroker(MessagingHandler):
         self.auto_create = auto_create
         self.known = set(known_addresses)
         self.transactions = transactions
+        self.selectors = selectors
         self._txns: dict[Any, list] = {}
         self.commits = 0
         self.rollbacks = 0
@@ -265,6 +271,11 @@ class MiniBroker(MessagingHandler):
             link.source.address = address
             if not self._exists(site, address):
                 self._not_found(link, address)
+                return
+            if not self.selectors and _selector_of(link) is not None:
+                link._mini = None
+                link._mini_close = Condition("amqp:not-implemented", "consumer filters (selectors) are not supported")
+                link.open()
                 return
             link._mini = (site, address, _selector_of(link))
             link._mini_id = next(self._ids)  # wrapper objects are not identical across events: compare ids

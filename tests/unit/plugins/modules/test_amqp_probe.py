@@ -53,6 +53,14 @@ def test_latency_measured_canaries_removed_on_both_sites_and_evidence_written(tm
     assert recs[0]["latency_seconds"] == pytest.approx(out["canaries"][0]["latency_seconds"])
 
 
+def test_broker_without_selectors_falls_back_to_client_side_filtering(capsys):
+    with MiniBroker(["dc1", "dc2"], mirror=True, mirror_delay=0.05, selectors=False) as b:
+        out = run_module(sites(b, verify_removal=True), capsys)
+        assert b.depth("dc1", "canary") == 0 and b.depth("dc2", "canary") == 0
+    assert out["ok"] and out["seen"] == 3 and out["removed"] == 3, out
+    assert any("refused the selector" in n for n in out["notes"])
+
+
 def test_reported_latency_follows_the_mirror_delay(capsys):
     p50 = {}
     for delay in (0.05, 0.5):
