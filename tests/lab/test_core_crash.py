@@ -96,9 +96,9 @@ def test_mirror_backlog_survives_kill_minus_9_of_the_source(tmp_path):
 
 
 def test_runtime_compaction_keeps_unacked_and_in_flight_messages(tmp_path, monkeypatch):
-    from artemis_lab.core import broker as broker_mod
+    from artemis_lab.core import persistence
 
-    monkeypatch.setattr(broker_mod, "COMPACT_MIN_BYTES", 8192)  # compact after a few KiB instead of 64 MiB
+    monkeypatch.setattr(persistence, "COMPACT_MIN_BYTES", 8192)  # compact after a few KiB instead of 64 MiB
     inst = instance(tmp_path, "compact", free_port())
     b = start(inst)
     try:

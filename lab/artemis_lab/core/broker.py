@@ -19,13 +19,12 @@ import selectors
 import socket
 import threading
 import time
-import uuid
 from typing import Any
 
 from proton import Collector, Condition, Event, Link, symbol
 
 from artemis_lab import errors, reload, versions
-from artemis_lab.core import codec, pn
+from artemis_lab.core import codec, persistence, pn
 from artemis_lab.core.attach import AttachHandling
 from artemis_lab.core.connection import AmqpSocket
 from artemis_lab.core.journal import Journal
@@ -48,6 +47,7 @@ from artemis_lab.core.mirror import (
     AckManager,
     MirrorSource,
 )
+from artemis_lab.core.persistence import DUPLICATE_ID_CACHE_SIZE, Persistence
 from artemis_lab.core.sasl import SaslServer
 from artemis_lab.core.store import KIND_MIRROR_EVENT, Address, Queue, Ref
 from artemis_lab.core.store import Message as StoredMessage
@@ -55,14 +55,12 @@ from artemis_lab.model import AddressSettingConfig, InstanceConfig
 
 log = logging.getLogger("artemis_lab.core.broker")
 
-COMPACT_MIN_BYTES = 64 * 1024 * 1024
 DUPLICATE_ID = "_AMQ_DUPL_ID"
 DUPLICATE_ID_BYTES = DUPLICATE_ID.encode()
-DUPLICATE_ID_CACHE_SIZE = 20000  # Artemis' id-cache-size default
 ID_RESERVATION = 100_000
 
 
-class Broker(AttachHandling, BrokerManagement):
+class Broker(Persistence, AttachHandling, BrokerManagement):
     def __init__(self, instance: InstanceConfig, realm: Any) -> None:
         self.instance = instance
         self.cfg = instance.broker
@@ -97,7 +95,7 @@ class Broker(AttachHandling, BrokerManagement):
         self._dup_ids: dict[str, dict[Any, None]] = {}  # address -> recent _AMQ_DUPL_ID values (ordered)
         self._mirror_seen_dirty: set[str] = set()
         self._started_at = 0.0
-        self._compact_at = COMPACT_MIN_BYTES
+        self._compact_at = persistence.COMPACT_MIN_BYTES  # module attribute: tests lower it
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.started = False
@@ -166,7 +164,7 @@ class Broker(AttachHandling, BrokerManagement):
             if bc.reconnect_attempts == 0:
                 raise errors.ConfigurationError(f"reconnect-attempts of broker connection {bc.name} cannot be 0")
 
-    # ================================================================== journal replay / compaction
+    # ================================================================== ids
     def _new_id(self) -> int:
         i = self._next_id
         self._next_id += 1
@@ -178,146 +176,6 @@ class Broker(AttachHandling, BrokerManagement):
             self.journal.append(("I", self._id_reserved))
         return i
 
-    def _replay(self) -> None:
-        pending: dict[int, dict[int, Ref]] = {}  # qid -> mid -> ref (refs not acked yet)
-        retry: dict[tuple[str, str, int], int] = {}
-        for rec in self.journal.replay():
-            kind = rec[0]
-            if kind == "M":
-                _, mid, raw, address, qids, onode, oid, mkind = rec
-                meta = codec.scan(raw)
-                msg = StoredMessage(mid, raw, meta, address, onode, oid, mkind)
-                for qid in qids:
-                    q = self._queues_by_id.get(qid)
-                    if q is not None:
-                        pending.setdefault(qid, {})[mid] = Ref(msg, q)
-                        msg.refs += 1
-                self._next_id = max(self._next_id, mid + 1)
-            elif kind == "K":
-                refs = pending.get(rec[1])
-                if refs is not None:
-                    ref = refs.pop(rec[2], None)
-                    if ref is not None:
-                        ref.msg.refs -= 1
-            elif kind == "C":
-                ref = pending.get(rec[1], {}).get(rec[2])
-                if ref is not None:
-                    ref.delivery_count = rec[3]
-            elif kind == "N":
-                self.node_id = rec[1]
-            elif kind == "I":
-                self._next_id = max(self._next_id, rec[1])
-            elif kind == "A":
-                _, name, rts, internal, auto = rec
-                if name not in self.addresses:
-                    self.addresses[name] = Address(name, set(rts), internal=internal, auto_created=auto)
-                else:
-                    self.addresses[name].routing_types |= set(rts)
-            elif kind == "a":
-                self.addresses.pop(rec[1], None)
-            elif kind == "Q":
-                _, qid, name, address, rt, durable, flt, internal, maxc, purge, auto = rec
-                q = Queue(qid, name, address, rt, durable, flt, internal, False, maxc, purge, auto)
-                self._attach_queue(q)
-                self._next_id = max(self._next_id, qid + 1)
-            elif kind == "q":
-                q = self._queues_by_id.pop(rec[1], None)
-                if q is not None:
-                    self.queues.pop(q.name, None)
-                    addr = self.addresses.get(q.address)
-                    if addr is not None:
-                        addr.queues.pop(q.name, None)
-                pending.pop(rec[1], None)
-            elif kind == "P":
-                q = self._queues_by_id.get(rec[1])
-                if q is not None:
-                    q.paused = q.persisted_pause = rec[2]
-            elif kind == "p":
-                addr = self.addresses.get(rec[1])
-                if addr is not None:
-                    addr.paused = addr.persisted_pause = rec[2]
-            elif kind == "W":
-                self._mirror_seen[rec[1]] = max(self._mirror_seen.get(rec[1], 0), rec[2])
-            elif kind == "U":
-                cache = self._dup_ids.setdefault(rec[1], {})
-                cache[rec[2]] = None
-                if len(cache) > DUPLICATE_ID_CACHE_SIZE:
-                    del cache[next(iter(cache))]
-            elif kind == "T":
-                retry[(rec[1], rec[2], rec[3])] = rec[4]
-            elif kind == "t":
-                retry.pop((rec[1], rec[2], rec[3]), None)
-        for qid, refs in pending.items():
-            q = self._queues_by_id.get(qid)
-            if q is None:
-                continue
-            for mid in sorted(refs):
-                q.add(refs[mid])
-            self._dirty.add(q)
-        for key, attempts in retry.items():
-            self.ack_manager.restore(*key, attempts)
-        if not self.node_id:
-            self.node_id = str(uuid.uuid4())
-
-    def _compact(self) -> None:
-        """Rewrite the journal with only the live state (start-time compaction)."""
-
-        def records():
-            yield ("N", self.node_id)
-            for addr in self.addresses.values():
-                yield ("A", addr.name, tuple(sorted(addr.routing_types)), addr.internal, addr.auto_created)
-                if addr.persisted_pause:
-                    yield ("p", addr.name, True)
-            for q in self._queues_by_id.values():
-                if not q.durable:
-                    continue
-                yield self._queue_record(q)
-                if q.persisted_pause:
-                    yield ("P", q.qid, True)
-            seen: dict[int, list[int]] = {}
-            msgs: dict[int, StoredMessage] = {}
-            for q in self._queues_by_id.values():
-                if not q.durable:
-                    continue
-                for ref in self._held(q):  # waiting and being delivered: both are unacknowledged
-                    if ref.msg.durable:
-                        seen.setdefault(ref.msg.mid, []).append(q.qid)
-                        msgs[ref.msg.mid] = ref.msg
-            for mid in sorted(msgs):
-                m = msgs[mid]
-                yield ("M", mid, m.raw, m.address, tuple(seen[mid]), m.origin_node, m.origin_id, m.kind)
-            for q in self._queues_by_id.values():
-                for ref in self._held(q):
-                    if ref.delivery_count and ref.msg.durable and q.durable:
-                        yield ("C", q.qid, ref.msg.mid, ref.delivery_count)
-            for node, eid in self._mirror_seen.items():
-                yield ("W", node, eid)
-            for address, cache in self._dup_ids.items():
-                for key in cache:
-                    yield ("U", address, key)
-            for (qn, node, oid), attempts in self.ack_manager.pending.items():
-                yield ("T", qn, node, oid, attempts)
-            yield ("I", max(self._next_id, self._id_reserved))
-
-        self.journal.rewrite(records())
-
-    @staticmethod
-    def _held(q: Queue) -> list[Ref]:
-        """Every unacknowledged ref of the queue (available or out on a consumer/mirror link)."""
-        refs = {id(r): r for r in q.available}
-        for r in q.by_key.values():
-            refs.setdefault(id(r), r)
-        return sorted(refs.values(), key=lambda r: r.msg.mid)
-
-    def _maybe_compact(self) -> None:
-        """Runtime compaction: the journal is append-only, so rewrite the live state once it grew a lot."""
-        if self.journal.size < self._compact_at or self.journal.dirty:
-            return
-        self.journal.close()
-        self._compact()
-        self.journal.open()
-        self._compact_at = max(COMPACT_MIN_BYTES, 2 * self.journal.size)
-
     def _tick_transports(self) -> None:
         # proton sends heartbeats / detects idle peers only when ticked
         now = time.time()
@@ -326,11 +184,6 @@ class Broker(AttachHandling, BrokerManagement):
                 s.transport.tick(now)
         if not self._stopping:
             self.loop.call_later(1.0, self._tick_transports)
-
-    @staticmethod
-    def _queue_record(q: Queue) -> tuple:
-        return ("Q", q.qid, q.name, q.address, q.routing_type, q.durable, q.filter, q.internal, q.max_consumers,
-                q.purge_on_no_consumers, q.auto_created)
 
     def _deploy_config(self) -> None:
         for a in self.cfg.addresses:
