@@ -195,6 +195,16 @@ def test_second_run_changes_nothing(lab, first_deploy):
     assert all(r["changed"] == 0 for r in recap.values()), proc.stdout[-6000:]
 
 
+def test_check_mode_shows_the_change_and_changes_nothing(lab, first_deploy):
+    before = {site: lab.pid(site) for site in PORT_OFFSETS}
+    xml_before = (lab.instance("dc1") / "etc" / "broker.xml").read_text()
+    proc = lab.deploy("--check", "--diff", "-e", "mirror_sync=true")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert 'sync="true"' in proc.stdout and "restart needed: mirror connection DC2 changed" in proc.stdout
+    assert (lab.instance("dc1") / "etc" / "broker.xml").read_text() == xml_before
+    assert {site: lab.pid(site) for site in PORT_OFFSETS} == before
+
+
 def test_changed_mirror_flag_restarts_only_that_broker_and_is_live(lab, first_deploy):
     before = {site: lab.pid(site) for site in PORT_OFFSETS}
     host_vars = lab.inventory / "host_vars"
