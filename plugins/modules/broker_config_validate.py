@@ -12,13 +12,13 @@ DOCUMENTATION = r"""
 module: broker_config_validate
 short_description: Check a rendered Artemis broker.xml and the variables behind it before any host changes
 description:
-  - Runs on the controller (C(delegate_to: localhost)). Validates the rendered C(broker.xml) against the XML
+  - "Runs on the controller (C(delegate_to: localhost)). Validates the rendered C(broker.xml) against the XML
     schema of the target Artemis version, taken from the distribution archive (C(<top>/schema/) or
-    C(lib/artemis-server-<version>.jar)) or from a schema directory.
+    C(lib/artemis-server-<version>.jar)) or from a schema directory."
   - Runs semantic checks the schema cannot express on the role's structured variables (unique acceptor names and
     ports, unique mirror connection names, C(retry-interval) > 0, C(reconnect-attempts) != 0, roles that exist,
     features the target version lacks). Each error names the variable, for example
-    C(broker_acceptors[1].port: port 61616 is already used by broker_acceptors[0]).
+    C(broker_acceptors[1].port) C(port 61616 is already used by broker_acceptors[0]).
   - With I(previous_xml) (the file currently on the host) it reports whether the change needs a broker restart
     or is applied by the broker's configuration reload.
   - Never changes anything; supports check mode.
@@ -35,8 +35,8 @@ options:
     required: true
   config:
     description:
-      - The structured configuration without secrets (see the broker role's C(broker__validate_config) fact):
-        keys C(name), C(acceptors), C(mirror_acceptor), C(http_port), C(connections), C(users), C(extra_users),
+      - The structured configuration without secrets (see the broker role's C(broker__validate_config) fact),
+        with the keys C(name), C(acceptors), C(mirror_acceptor), C(http_port), C(connections), C(users), C(extra_users),
         C(admin_user), C(admin_role), C(security_settings), C(extra_security_settings), C(addresses),
         C(ha_policy), C(plugins), C(mirror_tuning), C(management_roles).
     type: dict
