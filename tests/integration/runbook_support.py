@@ -40,6 +40,9 @@ WAN_CONTROL_OFFSET = {"dc2-dc1": 910, "dc1-dc2": 911}
 
 def _port_free(port: int) -> bool:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As the brokers and WAN links bind: SO_REUSEADDR, so TIME_WAIT leftovers of client connections (the
+    # ephemeral range overlaps 33000-39000) do not count as taken; a listener does.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", port))
         return True
@@ -177,19 +180,34 @@ class Lab:
         assert self.roles() == {active: "active", passive: "passive"}, self.roles()
 
     # ------------------------------------------------------------------ WAN
-    def wan(self, link: str, action: str, *args: str) -> dict:
-        res = subprocess.run([str(PY), "-m", "artemis_lab.wan", "ctl", "--control", self.wan_control(link), action,
-                              *args], capture_output=True, text=True, env=self.env, timeout=30)
-        if res.returncode != 0:
-            raise RuntimeError(f"wan {link} {action}: {res.stdout}{res.stderr}")
-        try:
-            return json.loads(res.stdout)
-        except ValueError:
-            return {"raw": res.stdout}
+    def wan(self, link: str, action: str, ms: float | None = None) -> dict:
+        """The link's control endpoint over HTTP (docs/lab.md): in-process, because a cut must land within
+        milliseconds of the trigger (a `python -m artemis_lab.wan ctl` process takes a second to start here)."""
+        import urllib.request
 
-    def wan_all(self, action: str, *args: str) -> None:
-        for link in WAN_CONTROL_OFFSET:
-            self.wan(link, action, *args)
+        body = {"ms": ms, "direction": "both"} if action == "latency" else {}
+        req = urllib.request.Request(self.wan_control(link) + "/" + action, data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def wan_all(self, action: str, ms: float | None = None) -> None:
+        """Both links at once (one thread per link, so a cut hits both directions together)."""
+        errors: list = []
+
+        def one(link: str) -> None:
+            try:
+                self.wan(link, action, ms)
+            except Exception as exc:  # reported below with the link's name
+                errors.append(f"{link}: {exc}")
+
+        threads = [threading.Thread(target=one, args=(link,)) for link in WAN_CONTROL_OFFSET]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+        if errors:
+            raise RuntimeError(f"wan {action}: {errors}")
 
     # ------------------------------------------------------------------ playbooks and modules
     def playbook(self, name: str, extra: dict | None = None, check: bool = False, timeout: float = 600,

@@ -36,7 +36,7 @@ def lab(tmp_path_factory):
 def clean(lab):
     """dc1 active, dc2 passive, WAN without latency, mirrors in sync: the state every test starts from."""
     lab.wan_all("restore")
-    lab.wan_all("latency", "0")
+    lab.wan_all("latency", 0)
     lab.ensure_roles("dc1")
     wait_in_sync(lab)
     return lab
@@ -190,23 +190,24 @@ class WanCutter(threading.Thread):
 def test_wan_cut_during_drain_rolls_back_to_dc1_and_loses_nothing(clean, tmp_path):
     lab = clean
     rid = "gate-failure"
-    # WAN latency of 150 ms each way: the drain needs at least one round trip after the quiesce, so the cut
+    # WAN latency of 300 ms each way: the drain needs at least one round trip after the quiesce, so the cut
     # reliably lands inside the drain gate and not after it (a real WAN has latency too).
-    lab.wan_all("latency", "150")
+    lab.wan_all("latency", 300)
     traffic = Traffic(lab, tmp_path, rid, "tr", address="rb.gate", producers=2, consumers=2, rate=150)
     traffic.start()
     cutter = WanCutter(lab)
     try:
         assert traffic.wait_received(150, timeout=90, site="dc1"), f"no traffic on dc1: {traffic.status()}"
         cutter.start()
-        run = lab.playbook("swapover.yml", {"continuity_to_site": "dc2", "continuity_drain_timeout": 8},
+        run = lab.playbook("swapover.yml", {"continuity_to_site": "dc2", "continuity_drain_timeout": 8,
+                                            "continuity_post_gate_timeout": 20},
                            evidence_dir=tmp_path, run_id=rid)
         cutter.done.set()
         cutter.join(10)
         roles_after = lab.roles()
         persisted = {s: lab.persisted_role(s) for s in ("dc1", "dc2")}
         lab.wan_all("restore")
-        lab.wan_all("latency", "0")
+        lab.wan_all("latency", 0)
         # Clients return to dc1 (the rollback re-opened it) and the mirror catches up once the link is back.
         back_on_dc1 = traffic.wait_received(150, timeout=90, site="dc1")
         wait_in_sync(lab)

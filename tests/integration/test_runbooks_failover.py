@@ -1,0 +1,187 @@
+"""failover.yml and failback.yml on the two-site lab under traffic: dc1's broker is killed with `kill -9`, the
+failover makes dc2 serve and records what was at risk (compared with the ledgers), then the failback restarts
+dc1 passive, syncs and hands the active role back, while a sampler checks that the two sites never serve at once.
+
+The two tests run in order on one private lab (module scope); the failback starts from where the failover left
+the sites (set up directly if the failover test did not get there). Needs `make venv` and `make lab-dist`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+from runbook_support import (
+    DIST_DIR,
+    Lab,
+    RoleSampler,
+    Traffic,
+    phases,
+    read_jsonl,
+    received_details,
+    reconcile,
+    validate_run_dir,
+)
+
+pytestmark = [pytest.mark.slow]
+
+# Numbers the failover test measured, for the failback test's report (late events vs at-risk vs lost).
+MEASURED: dict = {}
+SAMPLE_INTERVAL = 0.5  # seconds between the at-risk samples of dc1 (the agent's default cadence is similar)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if not (DIST_DIR / "lab-artemis-2.44.0-bin.tar.gz").exists():
+        pytest.skip("lab archive not built (make lab-dist)")
+    the_lab = Lab(tmp_path_factory.mktemp("runbook-fo-lab"))
+    try:
+        the_lab.up()
+        yield the_lab
+    finally:
+        the_lab.down()
+
+
+def dc1_sample(collector, previous, run_id: str) -> tuple[dict, dict]:
+    """One lag sample of dc1's outgoing mirror, as the agent/mirror_info compute it (backlog = events in dc1's
+    SNF queue not yet confirmed by dc2). Returns (snapshot, evidence lag_sample record)."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import evidence, site_state
+
+    snap = collector.collect()
+    assessed = site_state.assess_mirrors(snap, previous, connection="DC2")
+    fields = dict(assessed["connections"][0]["lag_sample"])
+    fields["source"] = "test"
+    return snap, evidence.lag_sample_record(run_id, ts=snap["ts"], **fields)
+
+
+def test_kill_dc1_failover_dc2_serves_and_at_risk_covers_the_loss(lab, tmp_path):
+    from ansible_collections.continuity.artemis.plugins.module_utils.site_state import SiteCollector
+
+    rid = "failover"
+    lab.wan_all("restore")
+    # A WAN with latency, so dc1's mirror has a real backlog when it dies (at 0 ms the lab drains in ~ms).
+    lab.wan_all("latency", 100)
+    lab.ensure_roles("dc1")
+    traffic = Traffic(lab, tmp_path, rid, "tr", address="rb.failover", producers=2, consumers=2, rate=150)
+    traffic.start()
+    last_known = tmp_path / "last-known-dc1.json"
+    try:
+        assert traffic.wait_received(150, timeout=90, site="dc1"), f"no traffic on dc1: {traffic.status()}"
+        collector = SiteCollector(lab.client("dc1", timeout=10), broker_name="dc1", site="dc1")
+        snap, sample = None, None
+        # A few samples first (rates need two), then the kill right after the last one: the last sample is
+        # taken within one sample interval before the kill, as an agent sampling every SAMPLE_INTERVAL would.
+        for _ in range(5):
+            snap, sample = dc1_sample(collector, snap, rid)
+            time.sleep(SAMPLE_INTERVAL)
+        snap, sample = dc1_sample(collector, snap, rid)
+        last_known.write_text(json.dumps({"sample": sample}))
+        pid = lab.broker_pid("dc1")
+        os.kill(pid, signal.SIGKILL)
+        t_kill = time.time()
+        t_sample = sample["ts"]
+        run = lab.playbook("failover.yml", {"continuity_lost_site": "dc1",
+                                            "continuity_last_known_file": str(last_known),
+                                            "continuity_incident_ts": t_kill}, evidence_dir=tmp_path, run_id=rid)
+        roles = lab.roles()
+        on_dc2 = traffic.wait_received(150, timeout=90, site="dc2")
+    finally:
+        traffic.stop()
+    run_dir = tmp_path / rid
+    rec = reconcile(run_dir, "tr", rid)
+    incidents = [r for r in read_jsonl(run_dir / "phases.jsonl") if r.get("kind") == "incident"] \
+        if (run_dir / "phases.jsonl").exists() else []
+    at_risk = incidents[0].get("at_risk_events") if incidents else None
+    lost_recs = [rec.sent_by_id[m] for m in rec.lost]
+    lost_sites = sorted({r.get("site") for r in lost_recs})
+    ages = [round(t_kill - (r.get("confirm_ts") or 0), 3) for r in lost_recs]
+    MEASURED.update(lost=len(rec.lost), at_risk_events=at_risk, sample_backlog=sample.get("backlog"),
+                    sample_age_s=round(t_kill - t_sample, 3))
+    print(f"\nfailover: sample {t_kill - t_sample:.3f} s before the kill: backlog {sample.get('backlog')} events, "
+          f"lag {sample.get('lag_seconds')} s; runbook at_risk_events {at_risk}; ledgers: {rec.summary()}; "
+          f"lost confirmed {min(ages) if ages else None}..{max(ages) if ages else None} s before the kill; "
+          f"playbook {run.wall:.1f} s")
+
+    assert run.rc == 0, run.tail()
+    assert roles == {"dc1": "unreachable", "dc2": "active"}, roles
+    # dc1 comes back passive whenever it restarts: the fence is in its broker.xml.
+    assert lab.persisted_role("dc1") == "passive", lab.broker_xml("dc1").read_text()[:2000]
+    assert on_dc2, f"traffic did not continue on dc2 after the failover: {traffic.status()}"
+
+    checked = validate_run_dir(run_dir)
+    assert not checked["problems"], checked
+    assert [r["phase"] for r in phases(run_dir, "failover")] == ["confirm-loss", "activate"]
+    assert len(incidents) == 1, incidents
+    # The runbook recorded the data at risk from the last known sample it was given ...
+    assert at_risk is not None and at_risk == sample["backlog"], (incidents[0], sample)
+    # ... and that covers what the ledgers say was lost: only messages confirmed by dc1, at most the backlog
+    # dc1 had not delivered to dc2 in its last sample before it died.
+    assert lost_sites in ([], ["dc1"]), f"messages lost that were not accepted on dc1: {lost_sites}"
+    assert len(rec.lost) <= at_risk, (f"{len(rec.lost)} lost > {at_risk} at risk; lost confirmed {ages} s "
+                                      f"before the kill; {lost_recs[:3]}")
+    assert rec.received_by_site["dc2"] > 0
+
+
+def test_failback_restarts_dc1_passive_and_hands_back_never_two_active(lab, tmp_path):
+    rid = "failback"
+    lab.wan_all("restore")
+    lab.wan_all("latency", 0)
+    # Start from the failover's end state even if that test stopped early: dc1 down (fenced), dc2 active.
+    if lab.acceptor_started("dc1") is not None:
+        os.kill(lab.broker_pid("dc1"), signal.SIGKILL)
+        time.sleep(1)
+    from ansible_collections.continuity.artemis.plugins.module_utils import switch
+
+    switch.persist_fence(str(lab.broker_xml("dc1")), ["artemis"], False)
+    if not lab.acceptor_started("dc2"):
+        lab.set_role("dc2", True)
+
+    traffic = Traffic(lab, tmp_path, rid, "tr", address="rb.failback", producers=2, consumers=2, rate=100)
+    sampler = RoleSampler(lab, interval=0.05)
+    traffic.start()
+    try:
+        assert traffic.wait_received(100, timeout=90, site="dc2"), f"no traffic on dc2: {traffic.status()}"
+        sampler.start()
+        run = lab.playbook("failback.yml", {"continuity_returning_site": "dc1", "continuity_failback_handover": True},
+                           evidence_dir=tmp_path, run_id=rid)
+        sampler.stop()
+        roles = lab.roles()
+        back_on_dc1 = traffic.wait_received(100, timeout=90, site="dc1")
+    finally:
+        sampler.stop()
+        traffic.stop()
+    run_dir = tmp_path / rid
+    recs = phases(run_dir)
+    late = [r for r in recs if r.get("runbook") == "failback" and r["phase"] == "late-events"]
+    late_events = late[0]["data"].get("late_events") if late else None
+    rec = reconcile(run_dir, "tr", rid)
+    print(f"\nfailback: sampler {sampler.summary()}; late events {late_events} (failover measured {MEASURED}); "
+          f"ledgers {rec.summary()}; playbook {run.wall:.1f} s")
+
+    # Never two sites serving: not one sample with both client acceptors started, over the whole failback.
+    assert sampler.both_open == [], sampler.both_open[:5]
+    sampled = [s for s in sampler.samples if s["dc1"] is not None or s["dc2"] is not None]
+    assert len(sampled) >= 20, f"too few samples to prove anything: {sampler.summary()}"
+    # The sampler saw both ends of the handover (dc2 serving, later dc1 serving).
+    first_dc1 = next((i for i, s in enumerate(sampler.samples) if s["dc1"]), None)
+    assert any(s["dc2"] for s in sampler.samples[: first_dc1 or len(sampler.samples)]), sampler.summary()
+    assert first_dc1 is not None or roles.get("dc1") != "active", "dc1 active but never seen active by the sampler"
+
+    assert run.rc == 0, run.tail()
+    assert roles == {"dc1": "active", "dc2": "passive"}, roles
+    assert lab.persisted_role("dc1") == "active" and lab.persisted_role("dc2") == "passive"
+    assert back_on_dc1, f"traffic did not move back to dc1: {traffic.status()}"
+
+    checked = validate_run_dir(run_dir)
+    assert not checked["problems"], checked
+    fb = [(r["phase"], r["decision"]) for r in recs if r.get("runbook") == "failback"]
+    assert fb == [("fence-and-start", "done"), ("late-events", "done"), ("sync", "pass")], fb
+    assert isinstance(late_events, int) and late_events >= 0, late
+    sw = [r["phase"] for r in recs if r.get("runbook") == "swapover"]
+    assert sw == ["preflight", "quiesce", "drain", "activate"], sw
+    # The handover is a swapover: nothing of this traffic lost or duplicated.
+    assert not rec.lost, f"{len(rec.lost)} lost: {[rec.sent_by_id[m] for m in rec.lost[:3]]}"
+    assert not rec.real_dups, received_details(run_dir, "tr", rec.real_dups)
