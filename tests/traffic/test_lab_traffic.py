@@ -153,3 +153,11 @@ def test_lab_wrong_password_exits_3_quickly(lab, tmp_path, addr):
                       env={"CONTINUITY_TRAFFIC_PASSWORD": "wrong"}, timeout=60)
     assert res.returncode == 3 and "authentication failed" in res.stderr
     assert time.monotonic() - start < 20
+
+
+def test_lab_transacted_mode_is_refused_clearly(lab, tmp_path, addr):
+    # The lab broker has no transaction coordinator (amqp:not-implemented): the tool must say so and stop.
+    res = run_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "0", "-C", "1", "--ack-mode", "transacted",
+                      "--evidence-dir", str(tmp_path), "--run-id", "labtx", "--display", "quiet", env=env(lab),
+                      timeout=60)
+    assert res.returncode == 3 and "transacted is not supported" in res.stderr, res.stderr
