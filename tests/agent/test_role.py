@@ -74,10 +74,11 @@ class Role:
             "ansible_python_interpreter": sys.executable,
             "agent_create_user": False, "agent_service_mode": "process", "agent_python": system_python(),
             "agent_venv_system_site_packages": True, "agent_interval": 0.5, "agent_listen_port": self.port,
-            "agent_sla": {"rpo_seconds": 10},
+            "agent_sla": {"rpo_seconds": 10}, "agent_canaries": {"enabled": False, "every": 30},
             "agent_sites": [
                 {"name": "dc1", "jolokia_url": f"http://127.0.0.1:{free_port()}/console/jolokia",
-                 "username": "admin", "password": "role-test-pw", "timeout": 1, "client_acceptors": ["artemis"]},
+                 "username": "admin", "password": "role-test-pw", "timeout": 1, "client_acceptors": ["artemis"],
+                 "amqp": {"urls": ["amqp://127.0.0.1:5672"], "username": "app", "password": "role-test-pw"}},
                 {"name": "dc2", "jolokia_url": f"http://127.0.0.1:{free_port()}/console/jolokia",
                  "username": "admin", "password": "role-test-pw", "timeout": 1},
             ],
