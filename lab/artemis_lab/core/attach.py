@@ -12,11 +12,10 @@ from proton import Terminus
 
 from artemis_lab.core import security
 from artemis_lab.core.connection import AmqpSocket
-from artemis_lab.core.links import Consumer, MirrorIn, Producer
+from artemis_lab.core.links import PRODUCER_CREDIT, Consumer, MirrorIn, Producer
 from artemis_lab.core.mirror import BROKER_ID, MIRROR_CAPABILITY, SNF_PREFIX
 from artemis_lab.core.store import Queue
 
-PRODUCER_CREDIT = 1000  # Artemis' amqpCredits default
 UNAUTHORIZED = "amqp:unauthorized-access"
 NOT_FOUND = "amqp:not-found"
 

@@ -7,6 +7,10 @@ an iteration and by every public method, so management threads see a consistent 
 Per iteration: read sockets -> handle proton events (route messages, acks, attaches) -> deliver to
 consumers and mirror links -> write the journal in one go -> settle what waited for the journal -> write
 sockets. That is the group commit that makes a settled durable message survive `kill -9`.
+
+Mixins keep the pieces apart: `persistence` (journal replay/compaction), `attach` (what a link attach means),
+`management` (the public BrokerAPI methods). Mirroring lives in `mirror` (source, ack manager) and
+`apply_mirror_event` here (target).
 """
 
 from __future__ import annotations
