@@ -91,11 +91,13 @@ def test_peer_down_backlog_grows_then_drains(pair):
     wait_for(lambda: not pair.a.broker_connections()[0]["connected"])
     assert pair.a.broker_connections()[0]["started"] is True
     send(pair.port_a, "orders", [f"b{i}" for i in range(10)])
-    assert count(pair.a, SNF_A) == 10
+    snf = pair.a.queue_info(SNF_A)
+    assert (snf["message_count"], snf["durable_message_count"], snf["consumer_count"]) == (10, 10, 0)
     pair.restart_b()
     wait_for(pair.connected)
     wait_for(lambda: count(pair.b, "orders") == 10)
     wait_for(lambda: count(pair.a, SNF_A) == 0)
+    assert pair.a.queue_info(SNF_A)["consumer_count"] == 1  # as recorded: the mirror sender is its consumer
 
 
 def test_stop_broker_connection_keeps_capturing(pair):

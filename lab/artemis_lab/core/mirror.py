@@ -170,6 +170,8 @@ class MirrorSource:
     def _lost(self) -> None:
         was = self.connected
         self.connected = False
+        if self.snf is not None:
+            self.snf.mirror_sender = None
         if self.lp is not None:
             self.b.forget_link(self.lp)
         self.sender = None
@@ -239,6 +241,8 @@ class MirrorSource:
     def on_link_open(self, link: Any) -> None:
         if link.remote_target is not None and link.remote_target.address:
             self.connected = True
+            if self.snf is not None:
+                self.snf.mirror_sender = self
             self._failures = 0
             self.sync_definitions()
             log.info("broker connection %s connected to %s:%s", self.name, *self._connect_target)

@@ -101,7 +101,8 @@ class Queue:
             "durable_message_count": durable_count + (self.delivering if self.durable else 0),
             "delivering_count": self.delivering,
             "scheduled_count": 0,
-            "consumer_count": len(self.consumers),
+            # the broker connection's sender counts as the SNF queue's consumer (Artemis shows 1 while connected)
+            "consumer_count": len(self.consumers) + (1 if self.mirror_sender is not None else 0),
             "messages_added": self.messages_added,
             "messages_acknowledged": self.messages_acknowledged,
             "messages_expired": self.messages_expired,
