@@ -273,3 +273,25 @@ def test_duplicate_id_detection_survives_restart(tmp_path):
         assert b.queue_info("orders")["message_count"] == 2  # the id cache came back from the journal
     finally:
         b.stop()
+
+
+def test_anonymous_sasl_only_when_security_is_disabled(tmp_path):
+    from core_support import instance as make_instance
+    from proton.utils import BlockingConnection
+
+    open_inst = make_instance(tmp_path / "open")
+    open_inst.broker.security_enabled = False
+    b = start(open_inst)
+    try:
+        conn = BlockingConnection(f"amqp://127.0.0.1:{port_of(b)}", timeout=5, allowed_mechs="ANONYMOUS")
+        conn.create_sender("orders").send(Message(body="anon", durable=True))
+        conn.close()
+        assert b.queue_info("orders")["message_count"] == 1
+    finally:
+        b.stop()
+    closed = start(make_instance(tmp_path / "closed"))
+    try:
+        with pytest.raises(ConnectionException):
+            BlockingConnection(f"amqp://127.0.0.1:{port_of(closed)}", timeout=5, allowed_mechs="ANONYMOUS")
+    finally:
+        closed.stop()
