@@ -295,3 +295,22 @@ def test_anonymous_sasl_only_when_security_is_disabled(tmp_path):
             BlockingConnection(f"amqp://127.0.0.1:{port_of(closed)}", timeout=5, allowed_mechs="ANONYMOUS")
     finally:
         closed.stop()
+
+
+def test_counters_durable_and_bytes(broker):
+    port = port_of(broker)
+    send(port, "orders", ["d1", "d2"], durable=True)
+    send(port, "orders", ["n1"], durable=False)
+    info = broker.queue_info("orders")
+    assert (info["message_count"], info["durable_message_count"]) == (3, 2)
+    assert broker.address_info("orders")["bytes"] > 0
+    conn = connect(port)
+    rcv = conn.create_receiver("orders")
+    for _ in range(3):
+        rcv.receive(timeout=5)
+        rcv.accept()
+    flush(conn)
+    conn.close()
+    info = broker.queue_info("orders")
+    assert (info["message_count"], info["durable_message_count"]) == (0, 0)
+    assert broker.address_info("orders")["bytes"] == 0

@@ -374,6 +374,9 @@ class Broker(Persistence, AttachHandling, BrokerManagement):
         if q.by_key.get(key) is ref:
             del q.by_key[key]
         msg.refs -= 1
+        if msg.durable:
+            q.held_durable -= 1
+        q.held_bytes -= len(msg.raw)
         if msg.durable and q.durable and q.qid in self._queues_by_id:
             self.journal.append(("K", q.qid, msg.mid))
         if not from_mirror and not q.internal:

@@ -115,7 +115,7 @@ class BrokerManagement:
                 "paused": addr.paused,
                 "internal": addr.internal,
                 "temporary": False,
-                "bytes": sum(len(r.msg.raw) for q in addr.queues.values() for r in q.available),
+                "bytes": sum(q.held_bytes for q in addr.queues.values()),
                 "blocked": addr.blocked,
                 "auto_created": addr.auto_created,
             }

@@ -70,12 +70,18 @@ class Queue:
         # mirror key (origin node, origin id) -> ref, for refs held by this queue (available or delivering)
         self.by_key: dict[tuple[str | None, int], Ref] = {}
         self.mirror_sender: Any = None  # set on an SNF queue while its broker connection is attached
+        # running totals over held refs, so management reads stay O(1) on big backlogs
+        self.held_durable = 0
+        self.held_bytes = 0
 
     @property
     def message_count(self) -> int:
         return len(self.available) + self.delivering
 
     def add(self, ref: Ref, front: bool = False) -> None:
+        if ref.msg.durable:
+            self.held_durable += 1
+        self.held_bytes += len(ref.msg.raw)
         if front:
             self.available.appendleft(ref)
         else:
@@ -84,12 +90,11 @@ class Queue:
 
     def first_timestamp(self) -> int | None:
         if self.available:
-            return min(r.msg.timestamp for r in list(self.available)[:1])
+            return self.available[0].msg.timestamp
         return None
 
     def info(self) -> dict[str, Any]:
         ts = self.first_timestamp()
-        durable_count = sum(1 for r in self.available if r.msg.durable) if self.durable else 0
         return {
             "address": self.address,
             "routing_type": self.routing_type,
@@ -98,7 +103,7 @@ class Queue:
             "internal": self.internal,
             "filter": self.filter,
             "message_count": self.message_count,
-            "durable_message_count": durable_count + (self.delivering if self.durable else 0),
+            "durable_message_count": self.held_durable if self.durable else 0,
             "delivering_count": self.delivering,
             "scheduled_count": 0,
             # the broker connection's sender counts as the SNF queue's consumer (Artemis shows 1 while connected)
