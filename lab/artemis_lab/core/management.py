@@ -50,10 +50,17 @@ class BrokerManagement:
         self._commit()
         self.loop.wake()
 
+    def _snf_visible(self) -> bool:
+        """The SNF queue has its queue MBean (and shows in names) from Artemis 2.32."""
+        cached = self.__dict__.get("_snf_visible_cache")
+        if cached is None:
+            cached = self.__dict__["_snf_visible_cache"] = at_least(self.instance.emulated_version, "2.32")
+        return cached
+
     def _visible_queue(self, q: Queue) -> bool:
         if not q.internal:
             return True
-        return q.name.startswith(SNF_PREFIX) and at_least(self.instance.emulated_version, "2.32")
+        return q.name.startswith(SNF_PREFIX) and self._snf_visible()
 
     def _queue(self, name: str) -> Queue:
         q = self.queues.get(name)
@@ -63,7 +70,7 @@ class BrokerManagement:
 
     def _address(self, name: str) -> Address:
         addr = self.addresses.get(name)
-        if addr is None or (addr.internal and not at_least(self.instance.emulated_version, "2.32")):
+        if addr is None or (addr.internal and not self._snf_visible()):
             raise errors.NonExistentAddress(name)
         return addr
 
@@ -82,7 +89,7 @@ class BrokerManagement:
                 "total_messages_acknowledged": sum(q.messages_acknowledged for q in client),
                 "pending_mirror_acks": len(self.ack_manager.pending),
                 "address_names": sorted(a.name for a in self.addresses.values()
-                                        if not a.internal or at_least(self.instance.emulated_version, "2.32")),
+                                        if not a.internal or self._snf_visible()),
                 "queue_names": sorted(q.name for q in visible),
                 "plugin_class_names": [p.class_name for p in self.cfg.broker_plugins],
                 "ha_policy": self._ha_policy(),
