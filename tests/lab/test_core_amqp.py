@@ -314,3 +314,16 @@ def test_counters_durable_and_bytes(broker):
     info = broker.queue_info("orders")
     assert (info["message_count"], info["durable_message_count"]) == (0, 0)
     assert broker.address_info("orders")["bytes"] == 0
+
+
+def test_queue_filters_select_what_is_routed(broker):
+    broker.create_address("colors", ["MULTICAST"])
+    broker.create_queue("colors", "reds", "MULTICAST", filter="color = 'red'")
+    broker.create_queue("colors", "all", "MULTICAST")
+    conn = connect(port_of(broker))
+    snd = conn.create_sender("colors")
+    for color in ("red", "blue", "red"):
+        snd.send(Message(body=color, durable=True, properties={"color": color}))
+    conn.close()
+    assert broker.queue_info("reds")["message_count"] == 2
+    assert broker.queue_info("all")["message_count"] == 3

@@ -31,6 +31,7 @@ from artemis_lab import errors, reload, versions
 from artemis_lab.core import codec, persistence, pn
 from artemis_lab.core.attach import AttachHandling
 from artemis_lab.core.connection import AmqpSocket
+from artemis_lab.core.filters import compile_filter
 from artemis_lab.core.journal import Journal
 from artemis_lab.core.links import Consumer, MirrorIn
 from artemis_lab.core.loop import EventLoop
@@ -58,6 +59,10 @@ from artemis_lab.core.store import Message as StoredMessage
 from artemis_lab.model import AddressSettingConfig, InstanceConfig
 
 log = logging.getLogger("artemis_lab.core.broker")
+
+
+def _match_all(_msg: Any) -> bool:
+    return True
 
 DUPLICATE_ID = "_AMQ_DUPL_ID"
 DUPLICATE_ID_BYTES = DUPLICATE_ID.encode()
@@ -98,7 +103,8 @@ class Broker(Persistence, AttachHandling, BrokerManagement):
                                       int(cs.get("mirror-ack-manager-page-attempts", 2)),
                                       int(cs.get("mirror-ack-manager-retry-delay", 100)))
         self._mirror_seen: dict[str, int] = {}  # source node id -> highest mirror event id applied
-        self._dup_ids: dict[str, dict[Any, None]] = {}  # address -> recent _AMQ_DUPL_ID values (ordered)
+        self._dup_ids: dict[str, dict[Any, None]] = {}  # address -> recent _AMQ_DUPL_ID values, oldest first
+        self._filters: dict[int, Any] = {}  # queue id -> compiled filter
         self._mirror_seen_dirty: set[str] = set()
         self._started_at = 0.0
         self._compact_at = persistence.COMPACT_MIN_BYTES  # module attribute: tests lower it
@@ -296,7 +302,7 @@ class Broker(Persistence, AttachHandling, BrokerManagement):
         onode, oid = origin if origin is not None else (self.node_id, mid)
         msg = StoredMessage(mid, raw, meta, address, onode, oid)
         qids: list[int] = []
-        targets = [q for q in addr.queues.values() if not q.internal]
+        targets = [q for q in addr.queues.values() if not q.internal and (q.filter is None or self._accepts(q, raw))]
         for q in targets:
             ref = Ref(msg, q)
             q.add(ref)
@@ -329,6 +335,20 @@ class Broker(Persistence, AttachHandling, BrokerManagement):
             else:
                 self._post_commit.append(delivery)
         return msg
+
+    def _accepts(self, q: Queue, raw: bytes) -> bool:
+        """A queue filter (the lab's subset of the selector syntax, see `filters`); a filter outside that
+        subset is logged once and then matches everything rather than silently dropping messages."""
+        match = self._filters.get(q.qid)
+        if match is None:
+            try:
+                match = compile_filter(q.filter)
+            except errors.IllegalArgument:
+                log.warning("lab broker %s: filter %r of queue %s is outside the lab's filter subset; "
+                            "it matches every message", self.name, q.filter, q.name)
+                match = _match_all
+            self._filters[q.qid] = match
+        return match(StoredMessage(0, raw, codec.Meta(), q.address, None, 0))
 
     def settle_after_commit(self, d: Any, s: AmqpSocket) -> None:
         pn.incref(d)
