@@ -109,6 +109,8 @@ def test_stop_broker_connection_keeps_capturing(pair):
     time.sleep(0.3)
     assert count(pair.a, SNF_A) == 1 and count(pair.b, "orders") == 0
     pair.a.start_broker_connection("DC2")
+    info = pair.a.broker_connections()[0]
+    assert (info["started"], info["connected"]) == (True, True)  # already on the read right after the start
     wait_for(lambda: count(pair.b, "orders") == 1)
     wait_for(lambda: count(pair.a, SNF_A) == 0)
     with pytest.raises(Exception, match="broker connection NOPE not found"):

@@ -20,6 +20,7 @@ from artemis_lab.core.version import at_least
 
 log = logging.getLogger("artemis_lab.core.broker")
 
+START_WAIT_S = 2.0  # start_broker_connection waits this long at most for the link to come up
 HA_POLICIES = {None: "PRIMARY_ONLY", "primary-only": "PRIMARY_ONLY", "live-only": "PRIMARY_ONLY"}
 
 
@@ -344,9 +345,18 @@ class BrokerManagement:
         return m
 
     def start_broker_connection(self, name: str) -> None:
+        """Returns once connected (as recorded on Artemis: Connected=true on the read right after the exec),
+        or as soon as the first attempt failed (then Started=true, Connected=false, retrying)."""
         with self._lock:
-            self._mirror(name).start()
+            mirror = self._mirror(name)
+            mirror.start()
             self.loop.wake()
+        deadline = time.monotonic() + START_WAIT_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                if mirror.connected or not mirror.started or mirror.failures > 0:
+                    return
+            time.sleep(0.005)
 
     def stop_broker_connection(self, name: str) -> None:
         with self._lock:

@@ -309,6 +309,11 @@ class MirrorSource:
                 self.b.ack_snf(ref)
         pn.delivery_settle(d)
 
+    @property
+    def failures(self) -> int:
+        """Failed connection attempts since the last start or successful connect."""
+        return self._failures
+
     def info(self) -> dict[str, Any]:
         return {
             "name": self.name,
