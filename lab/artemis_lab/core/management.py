@@ -16,7 +16,7 @@ from artemis_lab.core import codec
 from artemis_lab.core.links import Consumer, Producer
 from artemis_lab.core.mirror import SNF_PREFIX, MirrorSource
 from artemis_lab.core.store import KIND_MIRROR_EVENT, Address, Queue
-from artemis_lab.core.version import at_least
+from artemis_lab.versions import has_snf_queue_mbean
 
 log = logging.getLogger("artemis_lab.core.broker")
 
@@ -55,7 +55,7 @@ class BrokerManagement:
         """The SNF queue has its queue MBean (and shows in names) from Artemis 2.32."""
         cached = self.__dict__.get("_snf_visible_cache")
         if cached is None:
-            cached = self.__dict__["_snf_visible_cache"] = at_least(self.instance.emulated_version, "2.32")
+            cached = self.__dict__["_snf_visible_cache"] = has_snf_queue_mbean(self.instance.emulated_version)
         return cached
 
     def _visible_queue(self, q: Queue) -> bool:
