@@ -1,0 +1,175 @@
+"""Pure logic on small data (no Spark): switches from phase records, RPO/RTO observed and estimated, verdicts.
+
+Inputs are plain dicts (records as the evidence format defines them, or the small aggregates the Spark
+reconciliation returns); outputs are plain dicts, so all of it is unit-testable without a JVM.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ansible_collections.continuity.artemis.plugins.module_utils import lag as lagmodel
+
+SWITCH_RUNBOOKS = ("swapover", "failover", "failback")
+
+
+def phase_executions(phases: list[dict]) -> list[dict]:
+    """Number the executions of each runbook within a run and add durations.
+
+    Phase records carry no execution id; a runbook run again in the same rehearsal (swap over and back) starts a
+    new execution when a phase name repeats.
+    """
+    out: list[dict] = []
+    by_key: dict[tuple[str, str], list[dict]] = {}
+    for p in phases:
+        by_key.setdefault((p["run_id"], p["runbook"]), []).append(p)
+    for (_run_id, _runbook), items in sorted(by_key.items()):
+        execution, seen = 1, set()
+        for p in sorted(items, key=lambda r: (r["start_ts"], r["phase"])):
+            if p["phase"] in seen:
+                execution, seen = execution + 1, set()
+            seen.add(p["phase"])
+            end = p.get("end_ts")
+            out.append({**p, "execution": execution,
+                        "duration_seconds": (end - p["start_ts"]) if end is not None else None})
+    return sorted(out, key=lambda r: (r["run_id"], r["start_ts"], r["runbook"], r["phase"]))
+
+
+def _active(roles: dict | None) -> str | None:
+    if not roles:
+        return None
+    act = sorted(site for site, role in roles.items() if role == "active")
+    return act[0] if len(act) == 1 else None
+
+
+def switches(phases: list[dict], incidents: list[dict]) -> list[dict]:
+    """Every switch of the active site: failover incidents and swapover/failback executions that changed it.
+
+    ``start_ts``: the incident time (failover) or the first phase start of the execution (swapover, failback).
+    ``new_site``: the survivor, or the single active site in the execution's last ``roles_after``.
+    """
+    found: list[dict] = []
+    for inc in sorted(incidents, key=lambda r: (r["run_id"], r["incident_ts"])):
+        found.append({"run_id": inc["run_id"], "switch_id": f"failover@{inc['incident_ts']:.3f}", "kind": "failover",
+                      "start_ts": float(inc["incident_ts"]), "old_site": inc["lost_site"],
+                      "new_site": inc["survivor_site"], "incident": inc})
+    execs: dict[tuple[str, str, int], list[dict]] = {}
+    for p in phase_executions(phases):
+        if p["runbook"] in ("swapover", "failback"):
+            execs.setdefault((p["run_id"], p["runbook"], p["execution"]), []).append(p)
+    for (run_id, runbook, execution), items in sorted(execs.items()):
+        items.sort(key=lambda r: r["start_ts"])
+        before = next((_active(p.get("roles_before")) for p in items if _active(p.get("roles_before"))), None)
+        after = next((_active(p.get("roles_after")) for p in reversed(items) if _active(p.get("roles_after"))), None)
+        if after is None or after == before:
+            continue  # rolled back or never switched: no new active site to measure
+        found.append({"run_id": run_id, "switch_id": f"{runbook}#{execution}", "kind": runbook,
+                      "start_ts": float(items[0]["start_ts"]), "old_site": before, "new_site": after,
+                      "incident": None})
+    return sorted(found, key=lambda s: (s["run_id"], s["start_ts"], s["switch_id"]))
+
+
+def late_cutoff(run_id: str, runs: list[dict], phases: list[dict]) -> float | None:
+    """After this time an arrival is late: the end of the last failback phase, else the run's end record."""
+    fb = [p.get("end_ts") for p in phases if p["run_id"] == run_id and p["runbook"] == "failback" and p.get("end_ts")]
+    if fb:
+        return float(max(fb))
+    ends = [r["ts"] for r in runs if r["run_id"] == run_id and r.get("event") == "end"]
+    return float(max(ends)) if ends else None
+
+
+def _params(run_rec: dict | None) -> dict:
+    raw = (run_rec or {}).get("params")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raw = None
+    return raw if isinstance(raw, dict) else {}
+
+
+def estimates(switch: dict, sample: dict | None, client_send_rate: float | None, run_start: dict | None) -> dict:
+    """RPO/RTO estimated from the last lag sample of the old site before the switch, with the shared lag model.
+
+    The model is fed what a live system knows at that moment: backlog, add and drain rates, connection state,
+    the client send rate (share of SNF events that are sends) and the runbook overhead from the run parameters.
+    The estimate the writer recorded in the sample (``*_est`` fields) is kept next to the recomputed one.
+    """
+    params = _params(run_start)
+    out: dict[str, Any] = {"sample_ts": None, "backlog": None, "add_rate": None, "drain_rate": None,
+                           "rpo_messages_estimated": None, "rpo_seconds_estimated": None,
+                           "rto_seconds_estimated": None, "rpo_basis": None, "rto_basis": None,
+                           "rpo_messages_recorded": None, "rpo_seconds_recorded": None, "rto_seconds_recorded": None,
+                           "duplicates_at_risk": None, "notes": []}
+    consumers, batch = params.get("consumers"), params.get("ack_batch")
+    if isinstance(consumers, int) and isinstance(batch, int):
+        out["duplicates_at_risk"] = lagmodel.ack_widening(consumers, batch)
+    if sample is None:
+        out["notes"].append("no lag sample of the old site before the switch")
+        return out
+    backlog, add, drain = sample.get("backlog"), sample.get("add_rate"), sample.get("drain_rate")
+    share = lagmodel.send_share(client_send_rate, add)
+    rpo = lagmodel.rpo_estimate(backlog, add, share_of_sends=share, connected=sample.get("connected"))
+    overhead = params.get("rto_overhead_seconds") or 0.0
+    rto = lagmodel.rto_estimate(backlog, drain, float(overhead))
+    out.update(sample_ts=sample.get("ts"), backlog=backlog, add_rate=add, drain_rate=drain,
+               rpo_messages_estimated=rpo.messages, rpo_seconds_estimated=rpo.seconds,
+               rto_seconds_estimated=rto.seconds, rpo_basis=rpo.basis, rto_basis=rto.basis,
+               rpo_messages_recorded=sample.get("rpo_messages_est"), rpo_seconds_recorded=sample.get("rpo_seconds_est"),
+               rto_seconds_recorded=sample.get("rto_seconds_est"), notes=list(rpo.notes) + list(rto.notes))
+    return out
+
+
+def error(estimated: float | None, observed: float | None) -> float | None:
+    """Estimate minus observation (positive = the estimate was pessimistic)."""
+    if estimated is None or observed is None:
+        return None
+    return float(estimated) - float(observed)
+
+
+def targets_for(run_start: dict | None, cli: dict) -> dict:
+    """SLA targets: the command line wins over the run record's ``targets``."""
+    rec = (run_start or {}).get("targets") or {}
+    out = {}
+    for key in ("rpo_seconds", "rpo_messages", "rto_seconds"):
+        value = cli.get(key)
+        out[key] = value if value is not None else rec.get(key)
+    return out
+
+
+def verdict(observed: dict, targets: dict) -> dict:
+    """PASS / FAIL per target and overall. A target without an observation, or an observation without a
+    target, is ``n/a``: it neither passes nor fails the run. Overall FAIL if any target fails, PASS if at least one
+    passes and none fails, else NO-TARGET."""
+    checks = {}
+    for key, obs_key in (("rpo_messages", "rpo_messages_observed"), ("rpo_seconds", "rpo_seconds_observed"),
+                         ("rto_seconds", "rto_seconds_observed")):
+        target, value = targets.get(key), observed.get(obs_key)
+        if target is None or value is None:
+            checks[key] = "n/a"
+        else:
+            checks[key] = "PASS" if value <= target else "FAIL"
+    values = set(checks.values())
+    overall = "FAIL" if "FAIL" in values else "PASS" if "PASS" in values else "NO-TARGET"
+    return {"overall": overall, **checks}
+
+
+def truncated_ledgers(writers: list[dict], ledger_ends: list[dict]) -> list[dict]:
+    """Writers whose ledger has no ``ledger_end`` (cut off), or whose end record counts other records than read."""
+    ends = {(e["run_id"], e["ledger"], e["writer"]): e for e in ledger_ends}
+    out = []
+    for w in writers:
+        if w["writer"] is None:
+            continue
+        end = ends.get((w["run_id"], w["ledger"], w["writer"]))
+        if end is None:
+            out.append({**w, "problem": "no ledger_end record: ledger truncated at its last record",
+                        "expected_records": None})
+        elif end.get("records") is not None and int(end["records"]) != int(w["records"]):
+            out.append({**w, "problem": f"ledger_end says {end['records']} records, {w['records']} were read",
+                        "expected_records": end["records"]})
+        elif end.get("clean") is False:
+            out.append({**w, "problem": f"ledger closed uncleanly: {end.get('reason')}",
+                        "expected_records": end.get("records")})
+    return out

@@ -1,0 +1,249 @@
+"""The ``run`` command: stages, Spark actions, outputs, terminal progress and the verdict table."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from continuity_pipeline import analysis, outputs, reader, reconcile, report
+from continuity_pipeline import schemas as sc
+
+LAG_POINTS = 300  # points per (run, site) in the report's lag chart
+
+
+class Progress:
+    def __init__(self, quiet: bool = False):
+        self.quiet, self.t0, self.last = quiet, time.monotonic(), time.monotonic()
+
+    def __call__(self, msg: str) -> None:
+        now = time.monotonic()
+        if not self.quiet:
+            print(f"[{now - self.t0:7.1f}s] {msg}", flush=True)
+        self.last = now
+
+
+def _rows(df: DataFrame) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets: dict, progress: Progress,
+                 html: bool = True) -> dict:
+    os.makedirs(out, exist_ok=True)
+    progress("stage 1/6 read and validate evidence")
+    ev = reader.read(spark, evidence, progress)
+    records = ev.records
+    bad_summary = outputs.write_bad(ev.bad, out)
+    progress(f"bad input: {bad_summary['errors']} error(s), {bad_summary['warnings']} warning(s)")
+
+    progress("stage 2/6 runs, phases, incidents, ledger ends")
+    small_cols = ["kind", "run_id", "ts", "event", "scenario", "targets", "params", "outcome", "runbook", "phase",
+                  "start_ts", "end_ts", "roles_before", "roles_after", "decision", "reason", "lost_site",
+                  "survivor_site", "incident_ts", "detected_ts", "at_risk_events", "at_risk_seconds", "ledger",
+                  "writer", "records", "clean"]
+    small = _rows(records.filter(F.col("kind").isin(*sc.SMALL_KINDS)).select(*small_cols))
+    runs = [r for r in small if r["kind"] == "run"]
+    phases = [r for r in small if r["kind"] == "phase"]
+    incidents = [r for r in small if r["kind"] == "incident"]
+    ledger_ends = [r for r in small if r["kind"] == "ledger_end"]
+    switches = analysis.switches(phases, incidents)
+    run_ids = sorted({r["run_id"] for r in small} | {s["run_id"] for s in switches})
+    ledger_run_ids = [r["run_id"] for r in _rows(records.filter(F.col("kind").isin(*sc.LEDGER_KINDS))
+                                                  .select("run_id").distinct())]
+    run_ids = sorted(set(run_ids) | set(ledger_run_ids))
+    lost_site = {s["run_id"]: s["old_site"] for s in reversed(switches) if s["kind"] == "failover"}
+    runinfo = [(rid, analysis.late_cutoff(rid, runs, phases), lost_site.get(rid)) for rid in run_ids]
+    switch_rows = [(s["run_id"], s["switch_id"], s["start_ts"], s["old_site"], s["new_site"]) for s in switches]
+    progress(f"{len(run_ids)} run(s), {len(phases)} phase record(s), {len(switches)} switch(es)")
+
+    progress("stage 3/6 reconcile ledgers (one Spark job)")
+    led = reconcile.reconcile(spark, records, runinfo, switch_rows)
+    progress(f"reconciled {sum(c['sent_records'] for c in led.counts):,} sent and "
+             f"{sum(c['received_records'] for c in led.counts):,} received records")
+
+    progress("stage 4/6 lag samples, canaries, estimates")
+    lag = records.filter(F.col("kind") == "lag_sample").select(
+        "run_id", "ts", "site", "peer", "connection", "reachable", "connected", "backlog", "pending_acks",
+        "add_rate", "drain_rate", "lag_seconds", "rpo_messages_est", "rpo_seconds_est", "rto_seconds_est", "role")
+    last_samples = {}
+    if switch_rows:
+        sw = spark.createDataFrame(switch_rows, reconcile.SWITCH_DDL)
+        cols = [c for c in lag.columns if c != "run_id"]
+        last = (lag.join(F.broadcast(sw), "run_id")
+                .filter((F.col("site") == F.col("old_site")) & (F.col("ts") <= F.col("start_ts"))
+                        & F.col("reachable"))
+                .groupBy("run_id", "switch_id").agg(F.max_by(F.struct(*cols), "ts").alias("s")))
+        last_samples = {(r["run_id"], r["switch_id"]): r["s"] for r in _rows(last)}
+    lag_series = _lag_series(lag)
+    canary = _canaries(records)
+    outputs.write_table(lag, os.path.join(out, "tables", "lag_samples"), ["run_id"], ["run_id", "site", "ts"])
+
+    progress("stage 5/6 RPO/RTO observed and estimated, verdicts")
+    result = _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_targets, ledger_ends)
+    result["bad_input"] = bad_summary
+    result["inputs"] = {"files": len(ev.file_stats), "records": sum(f["records"] for f in ev.file_stats),
+                        "file_stats": ev.file_stats}
+
+    progress("stage 6/6 write tables, summary.json, metrics.prom, report.html")
+    outputs.write_table(led.exceptions, os.path.join(out, "tables", "message_exceptions"), ["run_id"],
+                        ["run_id", "address", "msg_id"])
+    spark_rows = outputs.write_small_tables(spark, out, result)
+    top_exceptions = _rows(led.exceptions.orderBy("run_id", "status", "address", "msg_id").limit(200))
+    led.persisted.unpersist()
+    outputs.write_summary(out, result)
+    outputs.write_metrics(out, result)
+    if html:
+        report.write_html(os.path.join(out, "report.html"), result, lag_series, top_exceptions)
+    progress(f"wrote {spark_rows} table(s) and summary under {out}")
+    return result
+
+
+def _lag_series(lag: DataFrame) -> list[dict]:
+    """Lag over time, at most LAG_POINTS buckets per run and site (max backlog/lag per bucket)."""
+    bounds = lag.groupBy("run_id").agg(F.min("ts").alias("t_min"), F.max("ts").alias("t_max"))
+    width = F.greatest((F.col("t_max") - F.col("t_min")) / F.lit(LAG_POINTS), F.lit(1e-3))
+    bucketed = (lag.join(F.broadcast(bounds), "run_id")
+                .withColumn("bucket", F.floor((F.col("ts") - F.col("t_min")) / width).cast("long")))
+    agg = (bucketed.groupBy("run_id", "site", "bucket")
+           .agg(F.min("ts").alias("ts"), F.max("backlog").alias("backlog"), F.max("lag_seconds").alias("lag_seconds"),
+                F.min(F.col("reachable").cast("int")).alias("reachable"))
+           .orderBy("run_id", "site", "bucket"))
+    return _rows(agg)
+
+
+def _canaries(records: DataFrame) -> list[dict]:
+    c = records.filter(F.col("kind") == "canary")
+    agg = (c.groupBy("run_id", "origin_site", "target_site")
+           .agg(F.count(F.lit(1)).alias("canaries"),
+                F.sum(F.when(F.col("outcome") == "seen", 1).otherwise(0)).alias("seen"),
+                F.sum(F.when(F.col("outcome") == "timeout", 1).otherwise(0)).alias("timeout"),
+                F.sum(F.when(F.col("outcome") == "error", 1).otherwise(0)).alias("error"),
+                F.percentile_approx("latency_seconds", [0.5, 0.9, 0.99], 10000).alias("p"),
+                F.max("latency_seconds").alias("max"))
+           .orderBy("run_id", "origin_site", "target_site"))
+    out = []
+    for r in _rows(agg):
+        p = r.pop("p") or [None, None, None]
+        out.append({**r, "p50": p[0], "p90": p[1], "p99": p[2]})
+    return out
+
+
+def _sum(rows: list[dict], key: str) -> int:
+    return int(sum(r.get(key) or 0 for r in rows))
+
+
+def _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_targets, ledger_ends) -> dict:
+    execs = analysis.phase_executions(phases)
+    rate = {(r["run_id"], r["switch_id"]): r["client_send_rate"] for r in led.send_rate}
+    first = {(r["run_id"], r["switch_id"]): r["first_recv_ts"] for r in led.first_receive}
+    switch_out = []
+    for s in switches:
+        key = (s["run_id"], s["switch_id"])
+        start = next((r for r in runs if r["run_id"] == s["run_id"] and r.get("event") == "start"), None)
+        est = analysis.estimates(s, last_samples.get(key), rate.get(key), start)
+        fr = first.get(key)
+        switch_out.append({k: v for k, v in s.items() if k != "incident"} | {
+            "first_recv_ts": fr, "rto_seconds_observed": (fr - s["start_ts"]) if fr is not None else None,
+            "client_send_rate": rate.get(key), **est})
+    per_run = []
+    for rid in run_ids:
+        counts = [c for c in led.counts if c["run_id"] == rid]
+        start = next((r for r in runs if r["run_id"] == rid and r.get("event") == "start"), None)
+        end = next((r for r in runs if r["run_id"] == rid and r.get("event") == "end"), None)
+        sws = [s for s in switch_out if s["run_id"] == rid]
+        primary = next((s for s in sws if s["kind"] == "failover"), sws[0] if sws else None)
+        totals = {k: _sum(counts, k) for k in reconcile.COUNT_COLUMNS}
+        failover = primary is not None and primary["kind"] == "failover"
+        if failover:
+            rpo_msgs = totals["rpo_messages"]
+            firsts = [c["rpo_first_send_ts"] for c in counts if c["rpo_first_send_ts"] is not None]
+            lasts = [c["rpo_last_send_ts"] for c in counts if c["rpo_last_send_ts"] is not None]
+        else:
+            # no site was lost: every lost message is data loss of the run
+            rpo_msgs = totals["lost"]
+            firsts = [c["lost_first_send_ts"] for c in counts if c["lost_first_send_ts"] is not None]
+            lasts = [c["lost_last_send_ts"] for c in counts if c["lost_last_send_ts"] is not None]
+        rpo_secs = (max(lasts) - min(firsts)) if firsts else 0.0
+        rto_obs = primary["rto_seconds_observed"] if primary else None
+        observed = {"rpo_messages_observed": rpo_msgs if counts else None,
+                    "rpo_seconds_observed": rpo_secs if counts else None, "rto_seconds_observed": rto_obs}
+        targets = analysis.targets_for(start, cli_targets)
+        estimated = {k: (primary or {}).get(k) for k in ("rpo_messages_estimated", "rpo_seconds_estimated",
+                                                        "rto_seconds_estimated")}
+        can = [c for c in canary if c["run_id"] == rid]
+        p50 = max((c["p50"] for c in can if c["p50"] is not None), default=None)
+        p99 = max((c["p99"] for c in can if c["p99"] is not None), default=None)
+        v = analysis.verdict(observed, targets)
+        per_run.append({
+            "run_id": rid, "scenario": (start or end or {}).get("scenario"),
+            "start_ts": (start or {}).get("ts"), "end_ts": (end or {}).get("ts"), **totals, **observed, **estimated,
+            "rpo_messages_error": analysis.error(estimated["rpo_messages_estimated"], observed["rpo_messages_observed"]),
+            "rpo_seconds_error": analysis.error(estimated["rpo_seconds_estimated"], observed["rpo_seconds_observed"]),
+            "rto_seconds_error": analysis.error(estimated["rto_seconds_estimated"], observed["rto_seconds_observed"]),
+            "target_rpo_messages": targets["rpo_messages"], "target_rpo_seconds": targets["rpo_seconds"],
+            "target_rto_seconds": targets["rto_seconds"], "canary_p50": p50, "canary_p99": p99,
+            "verdict": v["overall"], "checks": v,
+        })
+    per_run.sort(key=lambda r: (r["start_ts"] is None, r["start_ts"] or 0.0, r["run_id"]))
+    truncated = analysis.truncated_ledgers(led.writers, ledger_ends)
+    overall = ("FAIL" if any(r["verdict"] == "FAIL" for r in per_run)
+               else "PASS" if any(r["verdict"] == "PASS" for r in per_run) else "NO-TARGET")
+    return {"schema": "continuity.artemis.pipeline-summary/1", "verdict": overall, "runs": per_run,
+            "reconciliation": led.counts, "switches": switch_out, "phases": execs, "canaries": canary,
+            "truncated_ledgers": truncated}
+
+
+def verdict_table(result: dict) -> str:
+    head = ["run", "scenario", "lost", "in doubt", "dup (redeliv/distinct)", "late", "ooo", "RPO msgs", "RPO s",
+            "RTO s", "verdict"]
+    rows = []
+    for r in result["runs"]:
+        def f(v: Any, nd: int = 3) -> str:
+            return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+        rows.append([r["run_id"], r["scenario"] or "-", f(r["lost"]), f(r["in_doubt"]),
+                     f"{r['duplicated']} ({r['duplicated_redelivery']}/{r['duplicated_distinct']})", f(r["late"]),
+                     f(r["out_of_order"]), f(r["rpo_messages_observed"]), f(r["rpo_seconds_observed"]),
+                     f(r["rto_seconds_observed"]), r["verdict"]])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=False)]
+    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    bad = result["bad_input"]
+    out.append(f"overall verdict: {result['verdict']}   bad input: {bad['errors']} error(s), "
+               f"{bad['warnings']} warning(s)   truncated ledgers: {len(result['truncated_ledgers'])}")
+    return "\n".join(out)
+
+
+def run_cli(args) -> int:
+    from continuity_pipeline import spark as sparkmod
+
+    progress = Progress(args.quiet)
+    progress("starting Spark")
+    spark = sparkmod.session(args.master, shuffle_partitions=args.shuffle_partitions,
+                             driver_memory=args.driver_memory)
+    cli_targets = {"rpo_seconds": args.rpo_seconds, "rpo_messages": args.rpo_messages,
+                   "rto_seconds": args.rto_seconds}
+    try:
+        result = run_pipeline(spark, args.evidence, args.out, cli_targets, progress, html=not args.no_html)
+    except Exception as exc:  # the terminal gets one line and the cause, not a JVM stack trace
+        print(f"error: pipeline failed: {type(exc).__name__}: {str(exc).splitlines()[0][:500]}", file=sys.stderr)
+        return 3
+    print(verdict_table(result))
+    bad = result["bad_input"]
+    for b in bad["examples"][:20]:
+        where = f"{b['file']}:{b['line']}" if b["line"] is not None else b["file"]
+        print(f"  {b['severity']}: {where}: {b['reason']}", file=sys.stderr)
+    if bad["errors"] and not args.allow_bad_records:
+        print(f"error: {bad['errors']} bad input record(s)/file(s); see {os.path.join(args.out, 'bad_records.json')}"
+              " (use --allow-bad-records to accept)", file=sys.stderr)
+        return 2
+    return 1 if result["verdict"] == "FAIL" else 0
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=1, sort_keys=True, default=str)
