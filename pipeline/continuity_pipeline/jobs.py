@@ -182,7 +182,8 @@ def _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_ta
         per_run.append({
             "run_id": rid, "scenario": (start or end or {}).get("scenario"),
             "start_ts": (start or {}).get("ts"), "end_ts": (end or {}).get("ts"), **totals, **observed, **estimated,
-            "rpo_messages_error": analysis.error(estimated["rpo_messages_estimated"], observed["rpo_messages_observed"]),
+            "rpo_messages_error": analysis.error(estimated["rpo_messages_estimated"],
+                                                 observed["rpo_messages_observed"]),
             "rpo_seconds_error": analysis.error(estimated["rpo_seconds_estimated"], observed["rpo_seconds_observed"]),
             "rto_seconds_error": analysis.error(estimated["rto_seconds_estimated"], observed["rto_seconds_observed"]),
             "target_rpo_messages": targets["rpo_messages"], "target_rpo_seconds": targets["rpo_seconds"],

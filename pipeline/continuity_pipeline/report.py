@@ -23,7 +23,7 @@ def _e(v: Any) -> str:
 
 def _fmt(v: Any, nd: int = 3) -> str:
     if v is None:
-        return "–"
+        return "-"
     if isinstance(v, float):
         return f"{v:.{nd}f}"
     return str(v)
@@ -31,7 +31,7 @@ def _fmt(v: Any, nd: int = 3) -> str:
 
 def _ts(v: float | None) -> str:
     if v is None:
-        return "–"
+        return "-"
     return datetime.datetime.fromtimestamp(v, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
@@ -75,7 +75,8 @@ def lag_chart(run_id: str, points: list[dict], switches: list[dict]) -> str:
             x = _scale(s["start_ts"], t0, t1, PAD, W - 10)
             parts.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{H - PAD}" class="sw"><title>'
                          f'{_e(s["switch_id"])} at {_e(_ts(s["start_ts"]))}</title></line>')
-    legend = "".join(f'<tspan fill="{COLORS.get(s, "#555")}">■ {_e(s)} </tspan>' for s in sorted({p["site"] for p in pts}))
+    legend = "".join(f'<tspan fill="{COLORS.get(s, "#555")}">&#9632; {_e(s)} </tspan>'
+                     for s in sorted({p["site"] for p in pts}))
     parts.append(f'<text x="{W - 10}" y="16" text-anchor="end" class="l">{legend}</text></svg>')
     return "".join(parts)
 
@@ -146,7 +147,7 @@ def trend_chart(runs: list[dict]) -> str:
              _axes("trends across runs (each series scaled to its own maximum)", f"{len(rs)} runs", "relative", 1.0)]
     for key, color in series:
         vals = [float(r.get(key) or 0) for r in rs]
-        vmax = max(vals + [1e-9])
+        vmax = max([*vals, 1e-09])
         coords = " ".join(f"{_scale(i, 0, len(rs) - 1, PAD, W - 10):.1f},{_scale(v, 0, vmax, H - PAD, 24):.1f}"
                           for i, v in enumerate(vals))
         parts.append(f'<polyline class="series" data-series="{key}" points="{coords}" fill="none" stroke="{color}" '
