@@ -342,11 +342,28 @@ class Traffic:
     def _received(self, site: str | None) -> int:
         if site is None:
             return int(self.status().get("acked") or 0)
+        return self.count("received", site)
+
+    def count(self, ledger: str, site: str) -> int:
+        """Records of `ledger` (sent: accepted ones only) on `site` in this process's ledgers so far."""
         count = 0
-        for path in glob.glob(str(self.run_dir / f"received-{self.name}-*.jsonl")):
+        for path in glob.glob(str(self.run_dir / f"{ledger}-{self.name}-*.jsonl")):
             with open(path, encoding="utf-8") as fh:
-                count += sum(1 for line in fh if f'"site":"{site}"' in line.replace(" ", ""))
+                for line in fh:
+                    flat = line.replace(" ", "")
+                    if f'"site":"{site}"' in flat and (ledger != "sent" or '"outcome":"accepted"' in flat):
+                        count += 1
         return count
+
+    def wait_sent(self, n: int, site: str, timeout: float = 60) -> bool:
+        """Until `n` more sends were accepted on `site` (from the ledgers)."""
+        deadline = time.monotonic() + timeout
+        start = self.count("sent", site)
+        while time.monotonic() < deadline:
+            if self.count("sent", site) - start >= n:
+                return True
+            time.sleep(0.5)
+        return False
 
     def stop(self, timeout: float = 90) -> None:
         if not self.info:
@@ -427,8 +444,9 @@ class Reconciliation:
 MAY_BE_STORED = ("accepted", "in_doubt", "error")
 
 
-def reconcile(run_dir: Path, name_prefix: str, run_id: str) -> Reconciliation:
-    """Reconcile the traffic ledgers of `run_id` (writers `<name_prefix>-*`).
+def reconcile(run_dir: Path, name_prefix: str, run_id: str, recv_prefix: str | None = None) -> Reconciliation:
+    """Reconcile the traffic ledgers of `run_id` (writers `<name_prefix>-*`; the consumers' `<recv_prefix>-*`
+    when producers and consumers ran as separate processes).
 
     - lost: a msg_id with an `accepted` sent record and no received record at all;
     - duplicate: a msg_id ACKNOWLEDGED more than once. Receipts without ack (ack_ts null: the consumer's
@@ -468,7 +486,7 @@ def reconcile(run_dir: Path, name_prefix: str, run_id: str) -> Reconciliation:
     for mid, outs in outcomes.items():
         if "accepted" not in outs and any(o in ("in_doubt", "error") for o in outs):
             rec.in_doubt_only.add(mid)
-    for path in sorted(run_dir.glob(f"received-{name_prefix}-*.jsonl")):
+    for path in sorted(run_dir.glob(f"received-{recv_prefix or name_prefix}-*.jsonl")):
         recs = read_jsonl(path)
         if not any(r.get("kind") == "ledger_end" for r in recs):
             rec.truncated.append(path.name)

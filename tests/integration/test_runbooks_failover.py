@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from runbook_support import (
@@ -45,84 +46,102 @@ def lab(tmp_path_factory):
         the_lab.down()
 
 
-def dc1_sample(collector, previous, run_id: str) -> tuple[dict, dict]:
-    """One lag sample of dc1's outgoing mirror, as the agent/mirror_info compute it (backlog = events in dc1's
-    SNF queue not yet confirmed by dc2). Returns (snapshot, evidence lag_sample record)."""
-    from ansible_collections.continuity.artemis.plugins.module_utils import evidence, site_state
+def make_agent(lab: Lab, state_dir: Path, run_id: str):
+    """The continuity agent (agent/continuity_agent) in-process, sampling both lab sites and keeping
+    `<state_dir>/<site>/last-known.json`: the file an operator hands to the failover runbook."""
+    from continuity_agent.config import parse
+    from continuity_agent.service import Agent
 
-    snap = collector.collect()
-    assessed = site_state.assess_mirrors(snap, previous, connection="DC2")
-    fields = dict(assessed["connections"][0]["lag_sample"])
-    fields["source"] = "test"
-    return snap, evidence.lag_sample_record(run_id, ts=snap["ts"], **fields)
+    sites = {s: {"jolokia": {"url": lab.jolokia_url(s), "username": "admin", "password": "lab-admin-secret",
+                             "timeout": 5}, "broker_name": s, "client_acceptors": ["artemis"]} for s in ("dc1", "dc2")}
+    cfg = parse({"interval": SAMPLE_INTERVAL, "listen": {"enabled": False}, "sites": sites,
+                 "state_dir": str(state_dir), "evidence": {"dir": str(state_dir / "evidence"), "run_id": run_id}})
+    return Agent(cfg)
+
+
+def at_risk_of(doc: dict) -> int | None:
+    """Events dc1 had not delivered to dc2 in an agent last-known document: `at_risk_events`, else the backlog."""
+    if doc.get("at_risk_events") is not None:
+        return int(doc["at_risk_events"])
+    backlogs = [s.get("backlog") for s in doc.get("lag_samples") or [] if s.get("backlog") is not None]
+    return sum(backlogs) if backlogs else None
 
 
 def test_kill_dc1_failover_dc2_serves_and_at_risk_covers_the_loss(lab, tmp_path):
-    from ansible_collections.continuity.artemis.plugins.module_utils.site_state import SiteCollector
-
     rid = "failover"
     lab.wan_all("restore")
     # A WAN with latency, so dc1's mirror has a real backlog when it dies (at 0 ms the lab drains in ~ms).
     lab.wan_all("latency", 100)
     lab.ensure_roles("dc1")
-    traffic = Traffic(lab, tmp_path, rid, "tr", address="rb.failover", producers=2, consumers=2, rate=150)
-    traffic.start()
-    last_known = tmp_path / "last-known-dc1.json"
+    # Producers only while dc1 lives: every message accepted on dc1 must then reach dc2 through the mirror to be
+    # received, so the ledgers show exactly what the mirror had not delivered. The consumers start after the
+    # failover (they find dc2) and drain the queue there.
+    producers = Traffic(lab, tmp_path, rid, "tp", address="rb.failover", producers=2, consumers=0, rate=150)
+    consumers = Traffic(lab, tmp_path, rid, "tc", address="rb.failover", producers=0, consumers=2)
+    agent = make_agent(lab, tmp_path / "agent-state", rid)
+    last_known = tmp_path / "agent-state" / "dc1" / "last-known.json"
+    producers.start()
     try:
-        assert traffic.wait_received(150, timeout=90, site="dc1"), f"no traffic on dc1: {traffic.status()}"
-        collector = SiteCollector(lab.client("dc1", timeout=10), broker_name="dc1", site="dc1")
-        snap, sample = None, None
-        # A few samples first (rates need two), then the kill right after the last one: the last sample is
-        # taken within one sample interval before the kill, as an agent sampling every SAMPLE_INTERVAL would.
+        assert producers.wait_sent(150, "dc1", timeout=90), f"no sends on dc1: {producers.status()}"
+        # The agent samples every SAMPLE_INTERVAL; dc1 dies right after a sample, so the last sample is within
+        # one interval before the kill.
         for _ in range(5):
-            snap, sample = dc1_sample(collector, snap, rid)
+            agent.sample_once()
             time.sleep(SAMPLE_INTERVAL)
-        snap, sample = dc1_sample(collector, snap, rid)
-        last_known.write_text(json.dumps({"sample": sample}))
-        pid = lab.broker_pid("dc1")
-        os.kill(pid, signal.SIGKILL)
+        agent.sample_once()
+        doc = json.loads(last_known.read_text())
+        os.kill(lab.broker_pid("dc1"), signal.SIGKILL)
         t_kill = time.time()
-        t_sample = sample["ts"]
         run = lab.playbook("failover.yml", {"continuity_lost_site": "dc1",
                                             "continuity_last_known_file": str(last_known),
                                             "continuity_incident_ts": t_kill}, evidence_dir=tmp_path, run_id=rid)
         roles = lab.roles()
-        on_dc2 = traffic.wait_received(150, timeout=90, site="dc2")
+        on_dc2 = producers.wait_sent(150, "dc2", timeout=90)
+        consumers.start()
+        producers.stop()
+        consumers.wait_received(10, timeout=60, site="dc2")
     finally:
-        traffic.stop()
+        producers.stop()
+        consumers.stop()
+        agent.close()
     run_dir = tmp_path / rid
-    rec = reconcile(run_dir, "tr", rid)
+    rec = reconcile(run_dir, "tp", rid, recv_prefix="tc")
     incidents = [r for r in read_jsonl(run_dir / "phases.jsonl") if r.get("kind") == "incident"] \
         if (run_dir / "phases.jsonl").exists() else []
-    at_risk = incidents[0].get("at_risk_events") if incidents else None
+    recorded = incidents[0].get("at_risk_events") if incidents else None
+    at_risk = at_risk_of(doc)
     lost_recs = [rec.sent_by_id[m] for m in rec.lost]
     lost_sites = sorted({r.get("site") for r in lost_recs})
     ages = [round(t_kill - (r.get("confirm_ts") or 0), 3) for r in lost_recs]
-    MEASURED.update(lost=len(rec.lost), at_risk_events=at_risk, sample_backlog=sample.get("backlog"),
-                    sample_age_s=round(t_kill - t_sample, 3))
-    print(f"\nfailover: sample {t_kill - t_sample:.3f} s before the kill: backlog {sample.get('backlog')} events, "
-          f"lag {sample.get('lag_seconds')} s; runbook at_risk_events {at_risk}; ledgers: {rec.summary()}; "
-          f"lost confirmed {min(ages) if ages else None}..{max(ages) if ages else None} s before the kill; "
-          f"playbook {run.wall:.1f} s")
+    MEASURED.update(lost=len(rec.lost), at_risk_events=at_risk, runbook_at_risk_events=recorded,
+                    sample_age_s=round(t_kill - doc["sample_ts"], 3))
+    print(f"\nfailover: agent sample {t_kill - doc['sample_ts']:.3f} s before the kill: at_risk_events "
+          f"{doc.get('at_risk_events')}, backlog {[s.get('backlog') for s in doc.get('lag_samples') or []]}, "
+          f"at_risk_seconds {doc.get('at_risk_seconds')}; runbook recorded at_risk_events {recorded}; "
+          f"ledgers: {rec.summary()}; lost confirmed {min(ages) if ages else None}..{max(ages) if ages else None} "
+          f"s before the kill; playbook {run.wall:.1f} s")
 
     assert run.rc == 0, run.tail()
     assert roles == {"dc1": "unreachable", "dc2": "active"}, roles
     # dc1 comes back passive whenever it restarts: the fence is in its broker.xml.
     assert lab.persisted_role("dc1") == "passive", lab.broker_xml("dc1").read_text()[:2000]
-    assert on_dc2, f"traffic did not continue on dc2 after the failover: {traffic.status()}"
+    assert on_dc2, f"producers did not continue on dc2 after the failover: {producers.status()}"
+    assert rec.received_by_site["dc2"] > 0, rec.summary()
 
     checked = validate_run_dir(run_dir)
     assert not checked["problems"], checked
     assert [r["phase"] for r in phases(run_dir, "failover")] == ["confirm-loss", "activate"]
     assert len(incidents) == 1, incidents
-    # The runbook recorded the data at risk from the last known sample it was given ...
-    assert at_risk is not None and at_risk == sample["backlog"], (incidents[0], sample)
-    # ... and that covers what the ledgers say was lost: only messages confirmed by dc1, at most the backlog
-    # dc1 had not delivered to dc2 in its last sample before it died.
+    # The ledgers against the agent's last sample: only messages confirmed by dc1 were lost, and no more than
+    # the events dc1 had not delivered to dc2 in its last sample before it died.
+    assert at_risk is not None, doc
     assert lost_sites in ([], ["dc1"]), f"messages lost that were not accepted on dc1: {lost_sites}"
     assert len(rec.lost) <= at_risk, (f"{len(rec.lost)} lost > {at_risk} at risk; lost confirmed {ages} s "
                                       f"before the kill; {lost_recs[:3]}")
-    assert rec.received_by_site["dc2"] > 0
+    # The runbook recorded that number as the data at risk (from the agent's last-known.json it was given).
+    assert recorded is not None and recorded == at_risk, \
+        (f"incident at_risk_events {recorded}, the agent's last-known.json says {at_risk} "
+         f"(keys {sorted(doc)}); incident: {incidents[0]}")
 
 
 def test_failback_restarts_dc1_passive_and_hands_back_never_two_active(lab, tmp_path):
