@@ -195,7 +195,8 @@ class _Run:
                 late.append(i)
             i -= 1
         self.late = np.array(sorted(late), dtype=np.int64)
-        zone = int(R * 1.0) + 2 * P + L + D + 100  # around the switch and at both ends of the run
+        # around the switch and at both ends of the run: wider than the 0.5 s a duplicate copy arrives later
+        zone = int(R * 0.6) + 2 * P + L + D + 20
         excluded = [special, self.late, np.arange(0, min(n, 2 * P + 10)), np.arange(max(0, n - zone - gp.late), n)]
         if self.switch_ts is not None:
             excluded.append(np.arange(max(0, self.n_before - zone), min(n, self.n_before + zone)))
