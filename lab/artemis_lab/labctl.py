@@ -338,9 +338,7 @@ def _stop_pid(pid: int, grace: float) -> None:
 def down(plan: Plan) -> list[str]:
     """Stops brokers (artemis-service stop, then the pid) and WAN links (pid); returns what was stopped."""
     state_path = _state_file(plan.root)
-    if not state_path.exists():
-        return []
-    state = json.loads(state_path.read_text())
+    state = json.loads(state_path.read_text()) if state_path.exists() else {"processes": []}
     stopped = []
     for proc in sorted(state.get("processes", []), key=lambda p: p["kind"] != "broker"):
         pid = proc.get("pid")
@@ -351,6 +349,19 @@ def down(plan: Plan) -> list[str]:
         if _alive(pid):
             _stop_pid(pid, 10)
         stopped.append(f"{proc['kind']} {proc['name']} (pid {pid})")
+    # A broker restarted after `up` (a failback after the failover drill) has a pid the state file does not
+    # know: its instance's pid file does.
+    for site in SITES:
+        pid_file = plan.root / site / "data" / "artemis.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if _alive(pid):
+            subprocess.run([str(plan.root / site / "bin" / "artemis-service"), "stop"], capture_output=True,
+                           timeout=60)
+            _stop_pid(pid, 10)
+            stopped.append(f"broker {site} (pid {pid}, restarted after lab-up)")
     state_path.unlink(missing_ok=True)
     (plan.root / "endpoints.json").unlink(missing_ok=True)
     return stopped
