@@ -265,11 +265,11 @@ class RoleSampler(threading.Thread):
         self.clients = {s: jolokia.JolokiaClient(lab.jolokia_url(s), ADMIN_USER, ADMIN_PASSWORD, timeout=2.0,
                                                  retries=0) for s in SITES}
         self.samples: list[dict] = []
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
         deadline = time.monotonic() + self.max_seconds  # bounded even if the test forgets to stop it
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        while not self._halt.is_set() and time.monotonic() < deadline:
             t0 = time.time()
             sample = {"t0": t0}
             for site in SITES:
@@ -278,10 +278,10 @@ class RoleSampler(threading.Thread):
             self.samples.append(sample)
             if self.on_sample is not None:
                 self.on_sample(sample)
-            self._stop.wait(self.interval)
+            self._halt.wait(self.interval)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(10)
 
     @property
