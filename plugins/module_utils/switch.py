@@ -283,7 +283,7 @@ def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Option
 def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: float = 0.2,
              stable_samples: int = 2, preflight_max_backlog: Optional[int] = None, queue_tolerance: int = 0,
              rollback: bool = True, check_mode: bool = False, activation_timeout: float = 30.0,
-             settle_timeout: float = 5.0,
+             settle_timeout: float = 5.0, address_filter: Optional[str] = None,
              wall: Callable[[], float] = time.time, clock: Callable[[], float] = time.monotonic,
              sleeper: Callable[[float], None] = time.sleep) -> dict:
     """Planned switch of the active role from ``old`` to ``new``: consistency first.
@@ -294,7 +294,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     2. quiesce: pause ``old``'s client queues until the deliveries in flight are acknowledged (at most
        ``settle_timeout``), then stop its client acceptors (clients are disconnected; the mirror acceptor stays
        up) and resume the queues on the now fenced site;
-    3. drain gate: both backlogs 0, pending acks 0 (2.40+), per-queue counts equal, for ``stable_samples``
+    3. drain gate: both backlogs 0, pending acks 0 (2.40+), per-queue counts equal (only queues on addresses
+       the mirror's ``address_filter`` mirrors), for ``stable_samples``
        consecutive samples within ``drain_timeout``; on failure ``old`` is re-activated (rollback) and
        :class:`SwitchError` is raised: nothing was lost, clients return to ``old``;
     4. activate ``new`` (the point of no return).
@@ -333,7 +334,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     pre_conds: Dict[str, Any] = {"connected": True, "no_consumers_on": {"site": "peer"}}
     if preflight_max_backlog is not None and not resumed:
         pre_conds["max_backlog"] = preflight_max_backlog
-    ev = gates.evaluate(pre_conds, snap_old, snap_new, direction="both", queue_tolerance=queue_tolerance)
+    ev = gates.evaluate(pre_conds, snap_old, snap_new, direction="both", queue_tolerance=queue_tolerance,
+                        address_filter=address_filter)
     problems = ["%s: %s" % (n, ev["conditions"][n]["reason"]) for n in ev["failed"]]
     for snap, site in ((snap_old, old), (snap_new, new)):
         errs = config_errors(snap.get("status"))
@@ -389,7 +391,7 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     def judge(sample, previous):
         return gates.evaluate(conds, sample[0], sample[1], previous[0] if previous else None,
                               previous[1] if previous else None, direction="both",
-                              queue_tolerance=queue_tolerance)
+                              queue_tolerance=queue_tolerance, address_filter=address_filter)
 
     try:
         waited = gates.wait_until(take, judge, drain_timeout, wait_sleep, stable_samples, clock=clock, wall=wall,

@@ -106,6 +106,11 @@ options:
   preflight_max_backlog:
     description: Largest mirror backlog (events) accepted before quiescing; unset means not checked.
     type: int
+  address_filter:
+    description:
+      - The mirror's C(address-filter) (comma list of prefixes, C(!) excludes). Queues on addresses the mirror does
+        not copy are left out of the queue comparison, since they legitimately differ between the sites.
+    type: str
   queue_tolerance:
     description: Allowed difference of per-queue message counts (keep 0 for a zero-loss claim).
     type: int
@@ -250,6 +255,7 @@ def main():
             stable_samples=dict(type="int", default=2),
             preflight_max_backlog=dict(type="int"),
             queue_tolerance=dict(type="int", default=0),
+            address_filter=dict(type="str"),
             rollback=dict(type="bool", default=True),
             activation_timeout=dict(type="float", default=30.0),
             settle_timeout=dict(type="float", default=5.0),
@@ -280,7 +286,7 @@ def main():
                               stable_samples=p["stable_samples"], preflight_max_backlog=p["preflight_max_backlog"],
                               queue_tolerance=p["queue_tolerance"], rollback=p["rollback"],
                               check_mode=module.check_mode, activation_timeout=p["activation_timeout"],
-                              settle_timeout=p["settle_timeout"])
+                              settle_timeout=p["settle_timeout"], address_filter=p["address_filter"] or None)
     except switch.SwitchError as exc:
         path = None if module.check_mode else _write_evidence(p, exc.phases)
         module.fail_json(msg=str(exc), phases=exc.phases, roles_before=exc.state.get("roles_before"),

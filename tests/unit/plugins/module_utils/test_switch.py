@@ -279,3 +279,21 @@ def test_quiesce_builds_queue_names_when_the_snapshot_has_none(world):
     res = run(world)
     assert ("pause()", "dc1", "orders") in world.calls
     assert res["phases"][1]["data"]["paused_queues"] == 1 and world.delivering["dc1"] == 0
+
+
+def test_queues_the_mirror_does_not_copy_are_left_out_with_the_address_filter(world):
+    original = world.snapshot
+
+    def with_local_queue(site):
+        snap = original(site)
+        snap["queues"]["local.scratch"] = {"address": "local.scratch", "message_count": 7 if site == "dc1" else 0,
+                                           "consumer_count": 0, "internal": False, "temporary": False,
+                                           "paused": False, "delivering_count": 0, "messages_added": 7,
+                                           "mbean": on.queue(site, "local.scratch", "local.scratch")}
+        return snap
+
+    world.snapshot = with_local_queue
+    with pytest.raises(switch.SwitchError, match=r"local\.scratch 7!=0"):
+        run(world, drain_timeout=0)
+    res = run(world, address_filter="orders,!local.")
+    assert res["changed"] is True and world.acceptors["dc2"]["artemis"] is True
