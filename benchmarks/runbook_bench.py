@@ -92,6 +92,12 @@ def one_swap(lab: Lab, evidence_dir: Path, run_id: str, to: str) -> dict:
         out["before_swap_task_s"] = round(swap_start - run.started, 3)
         out["after_swap_task_s"] = round(run.ended - swap_end, 3)
         out["client_outage_s"] = round(recs["activate"]["data"]["client_outage_seconds"], 3)
+    samples = (recs.get("drain") or {}).get("gate_samples") or []
+    if samples:
+        # How many queues the drain gate compared (proves the 100 queues were part of the gate).
+        out["queues_compared"] = ((samples[-1].get("conditions") or {}).get("queues_equal") or {}).get(
+            "value", {}).get("compared")
+        out["drain_samples"] = len(samples)
     drain = per_phase.get("drain")
     out["drain_s"] = drain
     out["overhead_s"] = round(run.wall - drain, 3) if drain is not None else None
@@ -112,14 +118,14 @@ def machine() -> dict:
 
 def markdown(result: dict) -> str:
     lines = ["| swap | wall s | drain s | overhead s (target < 20) | client outage s (target < 10) | preflight | "
-             "quiesce | drain | activate | before swap task | after swap task | rc |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "quiesce | drain | activate | before swap task | after swap task | queues compared | rc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, s in enumerate(result["swaps"], 1):
         ph = s.get("phases_s", {})
         lines.append(f"| {i} -> {s['to']} | {s['wall_s']} | {s.get('drain_s')} | {s.get('overhead_s')} | "
                      f"{s.get('client_outage_s')} | {ph.get('preflight')} | {ph.get('quiesce')} | {ph.get('drain')} | "
                      f"{ph.get('activate')} | {s.get('before_swap_task_s')} | {s.get('after_swap_task_s')} | "
-                     f"{s['rc']} |")
+                     f"{s.get('queues_compared')} | {s['rc']} |")
     return "\n".join(lines)
 
 
