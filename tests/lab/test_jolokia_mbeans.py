@@ -129,8 +129,6 @@ def test_messages_sent_over_amqp_show_in_queue_mbean(lab: LabInstance) -> None:
     assert removed == 3
 
 
-@pytest.mark.xfail(reason="engine keeps timestamp 0 for an AMQP creation-time (reported to the engine developer)",
-                   strict=False)
 def test_first_message_timestamp_is_amqp_creation_time_in_ms(lab: LabInstance) -> None:
     j = lab.jolokia
     conn = BlockingConnection(f"amqp://{ADMIN}:{ADMIN_PW}@127.0.0.1:{lab.amqp_port}", timeout=10,
