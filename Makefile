@@ -21,7 +21,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule test lab-dist lab-up lab-down demo bench build constraints browser clean
+        test-traffic molecule test lab-dist lab-up lab-down demo bench build constraints system-deps clean
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
@@ -73,10 +73,10 @@ test-lab: venv lab-dist
 test-integration: venv lab-dist
 	bash tests/run-pytest.sh integration tests/integration
 
-test-pipeline: venv
+test-pipeline: venv system-deps
 	bash tests/run-pytest.sh pipeline tests/pipeline
 
-test-agent: venv lab-dist
+test-agent: venv lab-dist system-deps
 	bash tests/run-pytest.sh agent tests/agent
 
 test-traffic: venv lab-dist
@@ -109,8 +109,15 @@ build: venv
 	mkdir -p $(BUILD)/galaxy
 	$(VENV)/bin/ansible-galaxy collection build --force --output-path $(BUILD)/galaxy .
 
-browser:
-	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+# Debian packages the tests use: Chromium opens the HTML report, promtool (package prometheus) checks the
+# alert rules, and the agent role test runs the agent with the system python3.
+SYSTEM_PACKAGES := chromium prometheus python3-prometheus-client python3-yaml
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "as root: apt-get install$$missing"; exit 1; fi; \
+	  echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
 
 clean:
 	bash lab/lab-down.sh 2>/dev/null || true
