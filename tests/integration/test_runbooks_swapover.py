@@ -289,3 +289,28 @@ def test_interrupted_swapover_resumes_then_reports_no_change(clean, tmp_path):
     assert ends == ["switched", "already-switched"], ends
     assert first.rc == 0, first.tail()
     assert second.rc == 0, second.tail()
+
+
+def test_swapover_interrupted_after_activation_persists_the_old_fence_on_rerun(clean, tmp_path):
+    lab = clean
+    # What a swapover interrupted after the activation but before "Persist the fence of the old site" leaves:
+    # dc2 serves, dc1's client acceptor is stopped, but dc1's broker.xml would still open it after a restart.
+    # (On a remote old site the swapover module stops the acceptor over Jolokia and the next task writes the
+    # file.) Only the live acceptor is stopped here: editing broker.xml back to autoStart=true would make a
+    # 2.43+ broker's config reload re-open the acceptor by itself.
+    from ansible_collections.continuity.artemis.plugins.module_utils import objectname
+
+    lab.client("dc1").exec(objectname.acceptor("dc1", "artemis"), "stop()")
+    lab.set_role("dc2", True)
+    assert lab.roles() == {"dc1": "passive", "dc2": "active"}
+    assert lab.persisted_role("dc1") == "active"  # the hazard: a restart would give two serving sites
+
+    run = lab.playbook("swapover.yml", {"continuity_from_site": "dc1", "continuity_to_site": "dc2"},
+                       evidence_dir=tmp_path, run_id="resume-after-activate")
+    assert lab.roles() == {"dc1": "passive", "dc2": "active"}, run.tail()
+    # The re-run converged: dc1 comes back passive after a restart, nothing was switched again.
+    assert lab.persisted_role("dc1") == "passive", run.tail()
+    assert lab.persisted_role("dc2") == "active"
+    recs = phases(tmp_path / "resume-after-activate", "swapover")
+    assert [(r["phase"], r["decision"]) for r in recs] == [("preflight", "skipped")], recs
+    assert run.rc == 0, run.tail()
