@@ -20,8 +20,6 @@
 * ``artemis_roles_map(users)``: ``{role: [users]}`` for artemis-roles.properties.
 """
 
-
-
 import hashlib
 import os
 import re
@@ -233,7 +231,7 @@ def artemis_mirror_endpoints(hosts, hostvars):
         acceptor = _hv(hostvars, host, "broker_mirror_acceptor", {}) or {}
         port = int(acceptor.get("port", 61617)) + int(_hv(hostvars, host, "broker_port_offset", 0) or 0)
         out.append((backup, f"{name}:{port}"))
-    return [ep for _, ep in sorted(out, key=lambda t: t[0])]
+    return [ep for _backup, ep in sorted(out, key=lambda t: t[0])]
 
 
 def artemis_mirror_grants(address_filter, message_acknowledgements=True, queue_creation=True, queue_removal=True):

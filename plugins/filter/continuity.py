@@ -8,7 +8,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-
 def _num(value, fmt="%.2f"):
     if value is None:
         return "n/a"

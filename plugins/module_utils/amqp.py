@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """AMQP 1.0 client helpers shared by the amqp_probe module and the rehearsal traffic tool (python-qpid-proton).
 
 - ``parse_endpoints``: a site's client URL list (``[site=]amqp[s]://host:port``), tried in order on failover.
@@ -128,7 +128,7 @@ def parse_endpoint(text, default_site=None):
 def parse_endpoints(items, default_site=None):
     """A list (or comma-separated string) of endpoints, in failover order. Empty -> AmqpError."""
     if isinstance(items, str):
-        items = [i for i in items.split(",")]
+        items = items.split(",")
     result = []
     for item in items or []:
         for part in str(item).split(","):

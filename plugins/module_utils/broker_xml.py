@@ -281,7 +281,7 @@ def extract_schema(archive, dest):
     found = False
     if archive.endswith(".zip"):
         with zipfile.ZipFile(archive) as zf:
-            found = _extract_from_names(zf.namelist(), lambda n: zf.read(n), dest)
+            found = _extract_from_names(zf.namelist(), zf.read, dest)
     else:
         with tarfile.open(archive) as tf:
             members = {m.name: m for m in tf.getmembers() if m.isfile()}

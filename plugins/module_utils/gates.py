@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Pure evaluation of mirror gate conditions over site snapshots, and the wait loop around it.
 
 Used by the ``mirror_wait`` module and by the runbooks. No I/O: snapshots come from

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The one Jolokia client of continuity.artemis (modules, runbooks, agent, pipeline). Standard library only.
 
 Everything is POSTed as JSON (names with ``$`` and ``"`` are awkward in GET paths) over one keep-alive

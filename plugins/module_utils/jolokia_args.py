@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Shared Jolokia connection options of the modules (documented in doc_fragments/jolokia.py) and the helpers
 that build a client / site collector from module parameters. The only module_utils file here that knows
 about AnsibleModule."""

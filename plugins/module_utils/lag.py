@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Pure mirror lag / RPO / RTO model for ActiveMQ Artemis AMQP mirroring.
 
 No I/O happens here: every function takes plain numbers or mappings and returns plain data, so the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Artemis JMX ObjectName builders and a parser for the names Jolokia returns.
 
 Artemis registers its MBeans with QUOTED values (``broker="dc1"``) and lower-case routing types

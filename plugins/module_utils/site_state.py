@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Site snapshots: everything the gates, modules, agent and runbooks need about one broker, in a constant
 number of HTTP requests whatever the number of queues.
 

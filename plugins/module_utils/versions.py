@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Artemis version parsing and the feature matrix of ARTEMIS-FACTS section 5.
 
 Modules detect features from the broker's ``Version`` attribute (for example ``2.44.0``, the lab's

@@ -23,7 +23,8 @@ description:
     or is applied by the broker's configuration reload.
   - Never changes anything; supports check mode.
 version_added: 0.1.0
-author: continuity.artemis maintainers
+author:
+  - continuity.artemis contributors (@continuity-artemis)
 options:
   xml:
     description: The rendered broker.xml.
@@ -90,7 +91,7 @@ schema_checked:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 try:
-    import lxml  # noqa: F401
+    import lxml  # noqa: F401  pylint: disable=unused-import  # only probed: module_utils.broker_xml uses it
 
     HAS_LXML = True
 except ImportError:

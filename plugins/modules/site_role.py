@@ -18,7 +18,8 @@ description:
   - With O(broker_xml) the fence is also written to broker.xml as the acceptor parameter C(autoStart=false)
     (Artemis 2.16+), so a restarted passive broker does not start serving. Run the task on the broker host for that.
   - On Artemis 2.43+ a configuration reload recreates a changed acceptor, so activation there writes
-    C(autoStart=true) and calls the C(reloadConfigurationFile) operation; before 2.43 it calls the acceptors' C(start) operation.
+    C(autoStart=true) and calls the C(reloadConfigurationFile) operation; before 2.43 it calls the acceptors'
+    C(start) operation.
   - A site whose Jolokia cannot be reached is reported as C(unreachable). With O(allow_unreachable) and
     O(state=passive) the fence is still written to O(broker_xml), which is how a failover fences a site whose broker
     is down but whose host is reachable.
