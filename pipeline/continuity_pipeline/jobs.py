@@ -38,7 +38,8 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
     progress("stage 1/6 read and validate evidence")
     ev = reader.read(spark, evidence, progress)
     records = ev.records
-    bad_summary = outputs.write_bad(ev.bad, out)
+    known_bad = sum(f["bad"] for f in ev.file_stats) + len(ev.files.problems)
+    bad_summary = outputs.write_bad(ev.bad, out, known_bad)
     progress(f"bad input: {bad_summary['errors']} error(s), {bad_summary['warnings']} warning(s)")
 
     progress("stage 2/6 runs, phases, incidents, ledger ends")
@@ -52,10 +53,9 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
     incidents = [r for r in small if r["kind"] == "incident"]
     ledger_ends = [r for r in small if r["kind"] == "ledger_end"]
     switches = analysis.switches(phases, incidents)
+    # Runs known from their small records; runs that only have ledgers are added from the reconciliation's
+    # counts below (they have no cutoff or lost site, which is what a left join with runinfo gives them anyway).
     run_ids = sorted({r["run_id"] for r in small} | {s["run_id"] for s in switches})
-    ledger_run_ids = [r["run_id"] for r in _rows(records.filter(F.col("kind").isin(*sc.LEDGER_KINDS))
-                                                  .select("run_id").distinct())]
-    run_ids = sorted(set(run_ids) | set(ledger_run_ids))
     lost_site = {s["run_id"]: s["old_site"] for s in reversed(switches) if s["kind"] == "failover"}
     runinfo = [(rid, analysis.late_cutoff(rid, runs, phases), lost_site.get(rid)) for rid in run_ids]
     switch_rows = [(s["run_id"], s["switch_id"], s["start_ts"], s["old_site"], s["new_site"]) for s in switches]
@@ -63,6 +63,7 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
 
     progress("stage 3/6 reconcile ledgers (one Spark job)")
     led = reconcile.reconcile(spark, records, runinfo, switch_rows)
+    run_ids = sorted(set(run_ids) | {c["run_id"] for c in led.counts})
     progress(f"reconciled {sum(c['sent_records'] for c in led.counts):,} sent and "
              f"{sum(c['received_records'] for c in led.counts):,} received records")
 

@@ -69,12 +69,21 @@ def write_small_tables(spark: SparkSession, out: str, result: dict) -> int:
     return 7  # with message_exceptions, lag_samples (written by jobs) and bad_records
 
 
-def write_bad(bad: DataFrame, out: str) -> dict:
-    """All bad input rows to Parquet; counts and the first examples (sorted) to bad_records.json."""
+def write_bad(bad: DataFrame, out: str, known: int | None = None) -> dict:
+    """All bad input rows to Parquet; counts and the first examples (sorted) to bad_records.json.
+
+    ``known`` is the number of bad rows and file problems the reader already counted: when it is 0 the three
+    passes over the input below are skipped (an empty table is still written).
+    """
+    if known == 0:
+        bad = bad.limit(0)
     write_table(bad.withColumn("_p", F.lit(0)), os.path.join(out, "tables", "bad_records"), ["_p"],
                 ["file", "line", "reason"])
-    counts = {r["severity"]: r["n"] for r in bad.groupBy("severity").agg(F.count(F.lit(1)).alias("n")).collect()}
-    examples = [r.asDict() for r in bad.orderBy("severity", "file", "line").limit(MAX_BAD_EXAMPLES).collect()]
+    counts: dict = {}
+    examples: list = []
+    if known != 0:
+        counts = {r["severity"]: r["n"] for r in bad.groupBy("severity").agg(F.count(F.lit(1)).alias("n")).collect()}
+        examples = [r.asDict() for r in bad.orderBy("severity", "file", "line").limit(MAX_BAD_EXAMPLES).collect()]
     summary = {"errors": int(counts.get("error", 0)), "warnings": int(counts.get("warning", 0)),
                "examples": examples, "examples_truncated": sum(counts.values()) > MAX_BAD_EXAMPLES}
     with open(os.path.join(out, "bad_records.json"), "w", encoding="utf-8") as fh:

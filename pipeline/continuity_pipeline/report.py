@@ -117,9 +117,9 @@ def estimate_chart(runs: list[dict]) -> str:
     if not groups:
         return '<p class="none">no estimates or observations</p>'
     height = 40 + 26 * len(groups) + 20
-    vmax = max([float(v) for _, o, e in groups for v in (o, e) if v is not None] + [1e-9])
     parts = [f'<svg class="chart" data-chart="estimate" viewBox="0 0 {W} {height}" width="{W}" height="{height}" '
-             'role="img"><text x="4" y="16" class="t">estimated (hatched) vs observed (solid), per metric scale</text>']
+             'role="img"><text x="4" y="16" class="t">estimated (orange) vs observed (blue), each row on its own '
+             'scale</text>']
     for i, (label, obs, est) in enumerate(groups):
         y = 30 + i * 26
         # each row has its own scale: messages and seconds are not comparable
@@ -133,7 +133,6 @@ def estimate_chart(runs: list[dict]) -> str:
             parts.append(f'<rect class="bar est" x="300" y="{y + 11}" width="{_scale(float(est), 0, rmax, 0, 480):.1f}"'
                          f' height="10" fill="#ff7f0e" opacity="0.7"><title>estimated {_fmt(est)}</title></rect>'
                          f'<text x="790" y="{y + 20}" class="l">est {_e(_fmt(est))}</text>')
-    del vmax
     parts.append("</svg>")
     return "".join(parts)
 
