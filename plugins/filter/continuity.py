@@ -39,6 +39,13 @@ def check_line(check):
     return "[%s] %s: %s" % ("ok" if ok else "BREACH", c.get("name"), c.get("detail"))
 
 
+def agent_site(site):
+    """A runbook site (playbooks/sites.yml) as a continuity agent `sites.<name>` entry (docs/agent.md)."""
+    s = site or {}
+    return {"jolokia": {"url": s.get("jolokia_url"), "username": s.get("username"), "password": s.get("password")},
+            "broker_name": s.get("broker_name"), "client_acceptors": list(s.get("client_acceptors") or [])}
+
+
 class FilterModule(object):
     def filters(self):
-        return {"status_line": status_line, "check_line": check_line}
+        return {"status_line": status_line, "check_line": check_line, "agent_site": agent_site}
