@@ -169,7 +169,14 @@ class Lab:
         the acceptor's start()/stop() and autoStart in broker.xml, as the site_role module does."""
         from ansible_collections.continuity.artemis.plugins.module_utils import objectname, switch
 
-        switch.persist_fence(str(self.broker_xml(site)), [CLIENT_ACCEPTOR], active)
+        fence = switch.persist_fence(str(self.broker_xml(site)), [CLIENT_ACCEPTOR], active)
+        if fence["changed"]:
+            # Apply the file now: a 2.43+ broker's periodic config refresh would otherwise recreate the changed
+            # acceptor later, and undo a stop() a test makes in between (seen: dc1 re-opened next to dc2).
+            self.client(site).exec(objectname.broker(site), "reloadConfigurationFile()")
+            deadline = time.monotonic() + 30
+            while bool(self.acceptor_started(site)) != active and time.monotonic() < deadline:
+                time.sleep(0.1)
         if bool(self.acceptor_started(site)) != active:
             self.client(site).exec(objectname.acceptor(site, CLIENT_ACCEPTOR), "start()" if active else "stop()")
 
