@@ -17,7 +17,7 @@ bundle = next((b for b in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_
                if b and os.path.exists(b)), None)
 if bundle:
     with open(os.path.join(sys.prefix, "pip.conf"), "w", encoding="utf-8") as fh:
-        fh.write("[global]\ncert = %s\n" % bundle)
+        fh.write(f"[global]\ncert = {bundle}\n")
     os.environ["SSL_CERT_FILE"] = bundle
 ensurepip.bootstrap()
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]

@@ -25,12 +25,12 @@ def main(root: str, out: str) -> int:
             folder = os.path.join(root, src)
             names = sorted(n for n in os.listdir(folder) if n.endswith(suffix) and not n.startswith("."))
             if not names:
-                print("nothing to bundle in %s" % folder, file=sys.stderr)
+                print(f"nothing to bundle in {folder}", file=sys.stderr)
                 return 1
             for name in names:
                 with open(os.path.join(folder, name), "rb") as fh:
                     data = fh.read()
-                info = tarfile.TarInfo("%s/%s" % (dest, name))
+                info = tarfile.TarInfo(f"{dest}/{name}")
                 info.size, info.mtime, info.mode, info.uid, info.gid = len(data), 0, 0o644, 0, 0
                 tar.addfile(info, io.BytesIO(data))
     with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
