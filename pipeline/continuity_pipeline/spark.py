@@ -40,7 +40,10 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
                .config("spark.sql.parquet.compression.codec", "zstd")
                # The reader extracts ~80 fields from ONE from_json; this rewrite would otherwise turn it into one
                # JSON parse per field (and an optimizer blow-up on the validation expressions).
-               .config("spark.sql.optimizer.enableJsonExpressionOptimization", "false"))
+               .config("spark.sql.optimizer.enableJsonExpressionOptimization", "false")
+               # The evidence schema is ~90 fields wide: above the default limit of 100 (counting nested and
+               # metadata fields) Spark drops whole-stage codegen AND the vectorized Parquet reader.
+               .config("spark.sql.codegen.maxFields", "400"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
