@@ -221,10 +221,6 @@ def test_failback_restarts_dc1_passive_and_hands_back_never_two_active(lab, tmp_
     assert not rec.real_dups, received_details(run_dir, "tr", rec.real_dups)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: playbooks/tasks/failback.yml reads the returning site's SNF backlog (late_events) only after "
-    "the broker answered and its mirror connections were (re)started, by which time the stale backlog has already "
-    "flowed to the active site, so it reports 0 while the stale messages arrive (measured: 14 of 14 lost)"))
 def test_failback_reports_the_late_events_that_arrived(lab):
     """The failback's late_events covers the stale messages of dc1 that demonstrably arrived on dc2 after its
     restart (rb.failover was emptied on dc2 by the failover test's consumers; every message is one event).
