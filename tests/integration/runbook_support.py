@@ -52,7 +52,8 @@ def _port_free(port: int) -> bool:
         s.close()
 
 
-def free_port_base(lo: int = 33000, hi: int = 38000, tries: int = 40) -> int:
+def free_port_base(lo: int = 21000, hi: int = 31500, tries: int = 40) -> int:
+    # Below the kernel's ephemeral range (32768+): client sockets of concurrent test runs never take these ports.
     """A LAB_PORT_BASE in [lo, hi) whose whole block base+100..base+1000 is free now. Random order, so two
     test processes starting together rarely pick the same block (the inventory needs a number, not `auto`)."""
     bases = list(range(lo, hi, 100))
