@@ -204,18 +204,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.continuity.artemis.plugins.module_utils import evidence
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
 from ansible_collections.continuity.artemis.plugins.module_utils import switch
-from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import collector_from_params
+from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import (
+    collector_from_params, jolokia_argument_spec)
 
+# One site = the shared Jolokia connection options + what the switch needs to know about the site.
 SITE_SPEC = dict(
+    jolokia_argument_spec(),
     name=dict(type="str", required=True),
-    url=dict(type="str", required=True),
-    username=dict(type="str"),
-    password=dict(type="str", no_log=True),
-    broker_name=dict(type="str"),
-    validate_certs=dict(type="bool", default=True),
-    ca_path=dict(type="path"),
-    origin=dict(type="str"),
-    timeout=dict(type="float", default=10.0),
     client_acceptors=dict(type="list", elements="str", required=True),
     broker_xml=dict(type="path"),
 )
