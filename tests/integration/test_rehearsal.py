@@ -38,6 +38,12 @@ def rehearsal(tmp_path_factory):
             "continuity_rehearsal_traffic_seconds": 3,
         })
         roles = lab.roles()
+        # Keep the evidence where the agent's RTO-estimate test (tests/agent, run after this layer) looks for
+        # observed swapovers.
+        kept = ROOT / "build" / "evidence" / "e2e-rehearsal"
+        shutil.rmtree(kept, ignore_errors=True)
+        if (evidence / "e2e-rehearsal").is_dir():
+            shutil.copytree(evidence / "e2e-rehearsal", kept)
         yield run, evidence / "e2e-rehearsal", roles
     finally:
         lab.down()
