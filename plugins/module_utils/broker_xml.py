@@ -31,18 +31,22 @@ import tarfile
 import tempfile
 import zipfile
 
+from ansible_collections.continuity.artemis.plugins.module_utils import versions
+
 CORE_NS = "urn:activemq:core"
 
-# First Artemis release that has each feature the roles can render (ARTEMIS-FACTS.md section 5).
-FEATURES = {
-    "mirror_sync": (2, 28, 0),
-    "mirror_properties": (2, 32, 0),
-    "primary_backup_names": (2, 32, 0),
-    "connection_reload": (2, 32, 0),
-    "mirror_tuning": (2, 34, 0),
-    "mirror_ack_manager_warn_unacked": (2, 38, 0),
-    "federation_element": (2, 31, 0),
+# First Artemis release of each feature the roles can render: the shared table in versions.py, under the names
+# this module uses.
+_FEATURE_NAMES = {
+    "mirror_sync": "mirror_sync",
+    "mirror_properties": "mirror_properties",
+    "primary_backup_names": "primary_backup_names",
+    "connection_reload": "mirror_reload_limits",
+    "mirror_tuning": "mirror_ack_manager_settings",
+    "mirror_ack_manager_warn_unacked": "mirror_ack_manager_warn_unacked",
+    "federation_element": "federation_element",
 }
+FEATURES = {name: versions.FEATURES[shared] for name, shared in _FEATURE_NAMES.items()}
 
 # broker_mirror_tuning option -> (<core> element, feature)
 MIRROR_TUNING = {
@@ -66,11 +70,8 @@ PERMISSION_TYPES = (
 
 
 def parse_version(text):
-    """'2.44.0', '2.44.0-lab', '2.33' -> (2, 44, 0). Raises ValueError on anything else."""
-    m = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
-    if not m:
-        raise ValueError("not an Artemis version: %r" % (text,))
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    """'2.44.0', '2.44.0-lab', '2.33' -> (2, 44, 0). Raises ValueError (versions.VersionError) otherwise."""
+    return versions.parse_version(text).number
 
 
 def supports(version, feature):

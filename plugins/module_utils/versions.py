@@ -61,6 +61,9 @@ FEATURES: Dict[str, tuple] = {
     "list_broker_connections_uri_connected": (2, 39, 0),
     "pending_mirror_acks": (2, 40, 0),
     "mirror_max_pending_acks": (2, 40, 0),
+    # broker.xml elements the broker role renders (module_utils/broker_xml.py)
+    "federation_element": (2, 31, 0),
+    "mirror_ack_manager_warn_unacked": (2, 38, 0),
 }
 
 
