@@ -26,6 +26,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role
+
 ITERATIONS = 1024
 SALT_BYTES = 32
 KEY_BYTES = 64
@@ -193,13 +195,9 @@ def artemis_acceptor_params(xml_text):
     for el in root.iter():
         if el.tag.split("}", 1)[-1] != "acceptor" or not el.get("name"):
             continue
-        query = (el.text or "").strip().partition("?")[2]
-        params = {}
-        for part in query.split(";"):
-            key, sep, value = part.partition("=")
-            if sep:
-                params[key.strip()] = value.strip()
-        out[el.get("name")] = params
+        # The same URI parsing the runbooks use to write the fence (module_utils/site_role.py).
+        _base, params = site_role.split_acceptor_uri(el.text or "")
+        out[el.get("name")] = {key.strip(): value.strip() for key, value in params if key.strip()}
     return out
 
 
