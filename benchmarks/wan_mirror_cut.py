@@ -32,20 +32,25 @@ from artemis_lab import labctl, wan
 
 
 class _Traffic(MessagingHandler):
-    """Paced producer and an auto-accepting consumer on the same queue of one site."""
+    """Paced producer and an accepting consumer on the same queue of one site.
+
+    The clients are tools here, not the subject: one message is encoded once and sent as bytes, and the consumer
+    accepts raw deliveries without decoding them, so the two brokers get the CPU (as in lab_broker_throughput).
+    """
 
     def __init__(self, url: str, rate: int):
-        super().__init__(prefetch=200, auto_accept=True)
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=True)
         self.url, self.rate = url, rate
         self.sent = self.received = 0
         self.stop = threading.Event()
+        self.payload = Message(body=b"x" * 1024, durable=True).encode()
 
     def on_start(self, event: Any) -> None:
         # Separate connections, as real producers and consumers have.
         producer = event.container.connect(self.url, allowed_mechs="PLAIN", allow_insecure_mechs=True)
         consumer = event.container.connect(self.url, allowed_mechs="PLAIN", allow_insecure_mechs=True)
         self.sender = event.container.create_sender(producer, "orders")
-        event.container.create_receiver(consumer, "orders")
+        event.container.create_receiver(consumer, "orders").flow(500)
         self.start = time.monotonic()
         event.container.schedule(0.005, self)
 
@@ -54,12 +59,29 @@ class _Traffic(MessagingHandler):
             event.container.stop()
             return
         due = int((time.monotonic() - self.start) * self.rate)
-        while self.sent < due and self.sender.credit > 0:
-            self.sender.send(Message(body=b"x" * 1024, durable=True, creation_time=time.time()))
+        snd = self.sender
+        while self.sent < due and snd.credit > 0:
+            snd.delivery(snd.delivery_tag())
+            snd.stream(self.payload)
+            snd.advance()
             self.sent += 1
         event.container.schedule(0.005, self)
 
-    def on_message(self, event: Any) -> None:
+    def on_delivery(self, event: Any) -> None:
+        dlv = event.delivery
+        if dlv.link.is_sender:
+            if dlv.updated:
+                dlv.settle()  # the broker's outcome for a send arrived
+            return
+        if dlv.partial or not dlv.readable:
+            return
+        link = dlv.link
+        link.recv(dlv.pending)
+        link.advance()
+        dlv.update(dlv.ACCEPTED)
+        dlv.settle()
+        if link.credit < 250:  # one flow frame per 250 messages
+            link.flow(500 - link.credit)
         self.received += 1
 
 
@@ -102,6 +124,7 @@ def main() -> None:
             while time.monotonic() < t_end:
                 steady.append(_read(dc1, snf, ["MessageCount", "FirstMessageAge"]))
                 time.sleep(0.5)
+            drained_level = max(50, args.rate // 20, 2 * max((s["MessageCount"] for s in steady), default=0))
             wan.control(link, "cut")
             time.sleep(args.cut)
             backlog = _read(dc1, snf, ["MessageCount"])["MessageCount"]
@@ -109,7 +132,8 @@ def main() -> None:
             t0 = time.monotonic()
             drained_at = None
             while time.monotonic() - t0 < max(60.0, args.cut * 2):
-                if _read(dc1, snf, ["MessageCount"])["MessageCount"] <= max(50, args.rate // 20):
+                # drained = back to the steady-state level (events in flight at this rate), not to zero
+                if _read(dc1, snf, ["MessageCount"])["MessageCount"] <= drained_level:
                     drained_at = time.monotonic() - t0
                     break
                 time.sleep(0.1)
@@ -130,6 +154,7 @@ def main() -> None:
         "drain_seconds": round(drained_at, 2) if drained_at else None,
         "drain_events_per_s": round(drain_rate, 1) if drain_rate else None,
         "drain_over_build": round(drain_rate / build_rate, 1) if drain_rate and build_rate else None,
+        "drained_level_events": drained_level,
     }))
 
 

@@ -61,7 +61,8 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
     switch_rows = [(s["run_id"], s["switch_id"], s["start_ts"], s["old_site"], s["new_site"]) for s in switches]
     progress(f"{len(run_ids)} run(s), {len(phases)} phase record(s), {len(switches)} switch(es)")
 
-    progress("stage 3/6 reconcile ledgers (one Spark job)")
+    progress("stage 3/6 reconcile ledgers (writer dictionary, then one shuffle of the ledger events)")
+    _size_shuffle(spark, sum(f["records"] for f in ev.file_stats))
     led = reconcile.reconcile(spark, records, runinfo, switch_rows)
     run_ids = sorted(set(run_ids) | {c["run_id"] for c in led.counts})
     progress(f"reconciled {sum(c['sent_records'] for c in led.counts):,} sent and "
@@ -102,6 +103,18 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
         report.write_html(os.path.join(out, "report.html"), result, lag_series, top_exceptions)
     progress(f"wrote {spark_rows} table(s) and summary under {out}")
     return result
+
+
+EVENTS_PER_SHUFFLE_PARTITION = 1_000_000  # ~0.5 M messages: a per-task hash map of ~100 MiB, no spill
+
+
+def _size_shuffle(spark: SparkSession, records: int) -> None:
+    """Scale the shuffle partition count with the input (AQE merges partitions that turn out small), so the
+    per-message hash aggregation stays in memory at 100 M events as well as at 1,000."""
+    configured = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    wanted = -(-records // EVENTS_PER_SHUFFLE_PARTITION)
+    if wanted > configured:
+        spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
 
 
 def _lag_series(lag: DataFrame) -> list[dict]:

@@ -1,13 +1,17 @@
 """Ledger reconciliation on Spark: one row per (run, message), classified, then small aggregates.
 
-Shape of the work (what makes it scale): sent and received records are unioned into one narrow frame and
-grouped ONCE by (run_id, msg_id); the out-of-order check is one window over the per-message rows (first receipt
-per message, partitioned by run, address, consumer, producer). Everything that leaves this module for the driver
-is aggregated per run/address/switch; the per-message exceptions (lost, in doubt, duplicated, late, out of order)
-are written as a Parquet table, never collected whole.
+Shape of the work (what makes it scale):
 
-All outputs of the ledger pass come from ONE Spark action: the small branches are unioned (with a ``_t`` tag)
-and persisted, so the shuffles they share run once (Spark reuses an identical exchange inside one query).
+- Sent and received records become ONE narrow frame of fixed-width columns keyed by (run_id, msg_id). The
+  low-cardinality strings a message carries (address, producer, consumer, site) travel as ``xxhash64`` codes, so
+  every per-message aggregation buffer is fixed-width and Spark keeps a hash aggregate (a string or struct buffer
+  would force a sort of every event). The strings come back through a small dictionary (``_dictionary``) that
+  also yields the per-writer record counts; two strings with one code stop the run instead of merging silently.
+- The narrow frame is repartitioned by (run_id, msg_id) once; the per-message aggregation and the per-switch
+  aggregates read that one shuffle (Spark reuses an identical exchange inside one query).
+- Out-of-order is one window over the received messages (partitioned by run, address, first consumer, producer).
+- Everything that reaches the driver is aggregated per run/address/switch/writer; the per-message exceptions
+  (lost, in doubt, duplicated, late, out of order) are a persisted DataFrame written as Parquet, never collected.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 RUNINFO_DDL = "run_id string, cutoff_ts double, lost_site string"
@@ -28,6 +32,19 @@ COUNT_COLUMNS = (
     "duplicated_redelivery", "duplicated_distinct", "extra_deliveries_redelivered", "extra_deliveries_distinct",
     "late", "out_of_order", "rpo_messages",
 )
+CODED = ("address", "producer", "consumer", "site")  # strings carried as codes through the big shuffle
+
+# Per-event flag bits (one int column instead of five in the shuffle).
+SENT, ACCEPTED, UNCERTAIN, REDELIVERED, FRESH = 1, 2, 4, 8, 16
+
+# First receipt of a message = smallest (receive time in microseconds, consumer code bits): a fixed-width ordering
+# key, so ``min_by`` stays in the hash aggregate and ties in time resolve the same way on every run. Times are
+# clamped to [0, ~2088] so the key cannot overflow a long.
+_TS_BASE, _TS_MAX, _TIE_BITS = 1.5e9, 3.7e9, 4096
+
+
+class ReconcileError(Exception):
+    """The ledgers cannot be reconciled exactly (reported to the operator, never papered over)."""
 
 
 @dataclass
@@ -40,49 +57,66 @@ class LedgerResult:
     persisted: DataFrame
 
 
+def _code(c: str) -> Column:
+    return F.when(F.col(c).isNotNull(), F.xxhash64(F.col(c)))
+
+
+def _bit(flag: int) -> Column:
+    return F.when((F.col("f").bitwiseAND(flag)) != 0, 1).otherwise(0)
+
+
 def ledger_events(records: DataFrame) -> DataFrame:
-    """Sent and received records as one narrow frame (the only columns the reconciliation needs)."""
-    sent = records.filter(F.col("kind") == "sent").select(
-        "run_id", "msg_id", F.lit(True).alias("is_sent"), "address", "producer", "seq", "site",
-        F.col("send_ts").alias("ev_ts"), "outcome", F.lit(None).cast("string").alias("consumer"),
-        F.lit(None).cast("long").alias("delivery_count"), F.lit(None).cast("boolean").alias("redelivered"),
-        F.col("ts").alias("rec_ts"))
-    received = records.filter(F.col("kind") == "received").select(
-        "run_id", "msg_id", F.lit(False).alias("is_sent"), "address", "producer", "seq", "site",
-        F.col("recv_ts").alias("ev_ts"), F.lit(None).cast("string").alias("outcome"), "consumer",
-        "delivery_count", "redelivered", F.col("ts").alias("rec_ts"))
-    return sent.unionByName(received)
+    """Sent and received records as one narrow frame of fixed-width columns (plus the run/message key)."""
+    kind = F.col("kind")
+    is_sent = kind == "sent"
+    outcome = F.col("outcome")
+    flags = (F.when(is_sent, SENT).otherwise(0)
+             + F.when(is_sent & (outcome == "accepted"), ACCEPTED).otherwise(0)
+             + F.when(is_sent & outcome.isin("in_doubt", "error"), UNCERTAIN).otherwise(0)
+             + F.when(~is_sent & F.coalesce(F.col("redelivered"), F.lit(False)), REDELIVERED).otherwise(0)
+             + F.when(~is_sent & (F.col("delivery_count") == 0), FRESH).otherwise(0))
+    return records.filter(kind.isin("sent", "received")).select(
+        "run_id", "msg_id", flags.cast("int").alias("f"), "seq",
+        F.when(is_sent, F.col("send_ts")).otherwise(F.col("recv_ts")).alias("ev_ts"),
+        *[_code(c).alias(c + "_c") for c in CODED])
+
+
+def _dictionary(records: DataFrame) -> DataFrame:
+    """Per run and writer: records, last record time, and the strings behind the codes (map-side combined)."""
+    is_sent = F.col("kind") == "sent"
+    return (records.filter(F.col("kind").isin("sent", "received"))
+            .groupBy("run_id", F.when(is_sent, "sent").otherwise("received").alias("ledger"),
+                     F.when(is_sent, F.col("producer")).otherwise(F.col("consumer")).alias("writer"),
+                     *CODED, *[_code(c).alias(c + "_c") for c in CODED])
+            .agg(F.count(F.lit(1)).alias("records"), F.max("ts").alias("last_ts")))
 
 
 def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
-    """One row per (run_id, msg_id) with its classification and the out-of-order flag."""
-    is_sent = F.col("is_sent")
+    """One row per (run_id, msg_id) with its classification and the out-of-order flag (codes, not strings)."""
+    is_sent = F.col("f").bitwiseAND(SENT) != 0
     recv = ~is_sent
-    accepted = is_sent & (F.col("outcome") == "accepted")
-    uncertain = is_sent & F.col("outcome").isin("in_doubt", "error")
-
-    def n(cond):
-        return F.sum(F.when(cond, 1).otherwise(0))
-
+    accepted = F.col("f").bitwiseAND(ACCEPTED) != 0
+    ts = F.least(F.greatest(F.col("ev_ts"), F.lit(0.0)), F.lit(_TS_MAX))
+    first_key = (F.floor((ts - F.lit(_TS_BASE)) * F.lit(1e6)).cast("long") * F.lit(_TIE_BITS)
+                 + F.pmod(F.coalesce(F.col("consumer_c"), F.lit(0)), F.lit(_TIE_BITS)))
     msg = ev.groupBy("run_id", "msg_id").agg(
-        n(is_sent).alias("n_sent"),
-        n(accepted).alias("n_accepted"),
-        n(uncertain).alias("n_uncertain"),
-        F.coalesce(F.max(F.when(is_sent, F.col("address"))), F.max("address")).alias("address"),
-        F.coalesce(F.max(F.when(is_sent, F.col("producer"))), F.max("producer")).alias("producer"),
+        F.sum(F.when(is_sent, 1).otherwise(0)).alias("n_sent"),
+        F.sum(_bit(ACCEPTED)).alias("n_accepted"),
+        F.sum(_bit(UNCERTAIN)).alias("n_uncertain"),
+        F.sum(F.when(recv, 1).otherwise(0)).alias("n_recv"),
+        F.sum(_bit(REDELIVERED)).alias("n_redelivered"),
+        F.sum(_bit(FRESH)).alias("n_fresh"),
+        # what the sender wrote wins over what a receiver read (a message seen only by a consumer keeps its view)
+        F.coalesce(F.max(F.when(is_sent, F.col("address_c"))), F.max("address_c")).alias("address_c"),
+        F.coalesce(F.max(F.when(is_sent, F.col("producer_c"))), F.max("producer_c")).alias("producer_c"),
         F.coalesce(F.max(F.when(is_sent, F.col("seq"))), F.max("seq")).alias("seq"),
-        F.max(F.when(accepted, F.col("site"))).alias("send_site"),
+        F.max(F.when(accepted, F.col("site_c"))).alias("send_site_c"),
         F.min(F.when(is_sent, F.col("ev_ts"))).alias("first_send_ts"),
-        n(recv).alias("n_recv"),
-        n(recv & F.col("redelivered")).alias("n_redelivered"),
-        n(recv & (F.col("delivery_count") == 0)).alias("n_fresh"),
-        # min of a struct: earliest receipt, ties broken by consumer then site, so the result is deterministic
-        F.min(F.when(recv, F.struct(F.col("ev_ts").alias("ts"), F.col("consumer").alias("consumer"),
-                                    F.col("site").alias("site")))).alias("_first"),
+        F.min(F.when(recv, F.col("ev_ts"))).alias("first_recv_ts"),
+        F.min_by(F.when(recv, F.col("consumer_c")), F.when(recv, first_key)).alias("first_consumer_c"),
+        F.min_by(F.when(recv, F.col("site_c")), F.when(recv, first_key)).alias("first_recv_site_c"),
     )
-    msg = (msg.select("*", F.col("_first.ts").alias("first_recv_ts"), F.col("_first.consumer").alias("first_consumer"),
-                      F.col("_first.site").alias("first_recv_site")).drop("_first")
-           .join(F.broadcast(runinfo), "run_id", "left"))
+    msg = msg.join(F.broadcast(runinfo), "run_id", "left")
     status = (F.when(F.col("n_sent") == 0, "unexpected")
               .when(F.col("n_accepted") > 0, F.when(F.col("n_recv") == 0, "lost").otherwise("delivered"))
               .when(F.col("n_uncertain") > 0, "in_doubt")
@@ -91,30 +125,62 @@ def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
     dup = (F.col("status") == "delivered") & (F.col("n_recv") > 1)
     msg = (msg.withColumn("duplicate", F.when(dup, F.when(F.col("n_fresh") > 1, "distinct").otherwise("redelivery")))
            .withColumn("late", F.coalesce(F.col("first_recv_ts") > F.col("cutoff_ts"), F.lit(False)))
-           .withColumn("rpo_lost", F.coalesce((F.col("status") == "lost") & (F.col("send_site") == F.col("lost_site")),
-                                              F.lit(False))))
+           .withColumn("rpo_lost", F.coalesce((F.col("status") == "lost")
+                                              & (F.col("send_site_c") == F.col("lost_site_c")), F.lit(False)))
+           .drop("cutoff_ts", "lost_site_c"))
     # Out of order: the first receipt of a message came after the first receipt of a higher sequence number of the
     # same producer at the same consumer on the same address. Redeliveries and second copies are not counted
-    # here (they are duplicates); ties in time are ordered by seq so equal timestamps never count.
-    w = (Window.partitionBy("run_id", "address", "first_consumer", "producer")
+    # here (they are duplicates); ties in time are ordered by seq so equal timestamps never count. Only received
+    # messages with a producer and seq take part, so only they are sorted.
+    ordered = F.col("first_recv_ts").isNotNull() & F.col("seq").isNotNull() & F.col("producer_c").isNotNull()
+    w = (Window.partitionBy("run_id", "address_c", "first_consumer_c", "producer_c")
          .orderBy("first_recv_ts", "seq").rowsBetween(Window.unboundedPreceding, -1))
-    received = F.col("first_recv_ts").isNotNull() & F.col("seq").isNotNull() & F.col("producer").isNotNull()
-    prev_max = F.max(F.when(received, F.col("seq"))).over(w)
-    return msg.withColumn("out_of_order", F.coalesce(received & (F.col("seq") < prev_max), F.lit(False)))
+    in_order = msg.filter(ordered).withColumn(
+        "out_of_order", F.coalesce(F.col("seq") < F.max("seq").over(w), F.lit(False)))
+    return in_order.unionByName(msg.filter(~ordered).withColumn("out_of_order", F.lit(False)))
+
+
+def _check_codes(dictionary: list[dict]) -> None:
+    for c in CODED:
+        seen: dict[int, str] = {}
+        for row in dictionary:
+            code, value = row[c + "_c"], row[c]
+            if code is None:
+                continue
+            if seen.setdefault(code, value) != value:
+                raise ReconcileError(f"{c} values {seen[code]!r} and {value!r} share the hash code {code}; "
+                                     "the reconciliation cannot tell them apart")
+
+
+def _decode(df: DataFrame, spark: SparkSession, dictionary: list[dict], cols: dict[str, str]) -> DataFrame:
+    """Replace code columns by their strings (``cols``: code column -> (CODED name, output column))."""
+    for code_col, (coded, out) in cols.items():
+        pairs = sorted({(r[coded + "_c"], r[coded]) for r in dictionary if r[coded + "_c"] is not None})
+        lookup = spark.createDataFrame(pairs or [(0, None)], f"{code_col} long, {out} string")
+        df = df.join(F.broadcast(lookup), code_col, "left").drop(code_col)
+    return df
 
 
 def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple], switch_rows: list[tuple]
               ) -> LedgerResult:
-    runinfo = spark.createDataFrame(runinfo_rows, RUNINFO_DDL)
-    switches = spark.createDataFrame(switch_rows, SWITCH_DDL)
-    ev = ledger_events(records)
+    # Step 1 (small): writers and the code dictionary. Its strings decode everything below.
+    dict_rows = [r.asDict() for r in _dictionary(records).collect()]
+    _check_codes(dict_rows)
+    runinfo = spark.createDataFrame(runinfo_rows, RUNINFO_DDL).select(
+        "run_id", "cutoff_ts", _code("lost_site").alias("lost_site_c"))
+    switches = spark.createDataFrame(switch_rows, SWITCH_DDL).select(
+        "run_id", "switch_id", "start_ts", _code("old_site").alias("old_site_c"),
+        _code("new_site").alias("new_site_c"))
+
+    # Step 2 (the big one): one shuffle of the narrow events, then every branch below in one Spark action.
+    ev = ledger_events(records).repartition("run_id", "msg_id")
     msg = message_level(ev, runinfo)
 
-    def n(cond):
+    def n(cond: Column) -> Column:
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
     st = F.col("status")
-    counts = msg.groupBy("run_id", "address").agg(
+    counts = msg.groupBy("run_id", "address_c").agg(
         n(F.col("n_sent") > 0).alias("sent_messages"),
         F.sum("n_sent").cast("long").alias("sent_records"),
         n(F.col("n_sent") > 1).alias("resent_messages"),
@@ -144,51 +210,63 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
         F.min("first_send_ts").alias("first_send_ts"),
         F.max("first_recv_ts").alias("last_recv_ts"),
     ).withColumn("_t", F.lit("count"))
+    exception_cols = ["run_id", "address_c", "msg_id", "producer_c", "seq", "status", "duplicate", "late",
+                      "out_of_order", "rpo_lost", "n_sent", "n_recv", "n_redelivered", "n_fresh", "send_site_c",
+                      "first_send_ts", "first_recv_ts", "first_recv_site_c", "first_consumer_c"]
     exceptions = msg.filter((st != "delivered") | F.col("duplicate").isNotNull() | F.col("late")
-                            | F.col("out_of_order")).select(
-        "run_id", "address", "msg_id", "producer", "seq", "status", "duplicate", "late", "out_of_order", "rpo_lost",
-        "n_sent", "n_recv", "n_redelivered", "n_fresh", "send_site", "first_send_ts", "first_recv_ts",
-        "first_recv_site", "first_consumer").withColumn("_t", F.lit("exception"))
-    recv = ev.filter(~F.col("is_sent"))
-    first_receive = (recv.join(F.broadcast(switches), "run_id")
-                     .filter((F.col("site") == F.col("new_site")) & (F.col("ev_ts") >= F.col("start_ts")))
+                            | F.col("out_of_order")).select(*exception_cols).withColumn("_t", F.lit("exception"))
+    is_sent = F.col("f").bitwiseAND(SENT) != 0
+    first_receive = (ev.filter(~is_sent).join(F.broadcast(switches), "run_id")
+                     .filter((F.col("site_c") == F.col("new_site_c")) & (F.col("ev_ts") >= F.col("start_ts")))
                      .groupBy("run_id", "switch_id").agg(F.min("ev_ts").alias("first_recv_ts"))
                      .withColumn("_t", F.lit("rto")))
     window_start = F.col("start_ts") - F.lit(RATE_WINDOW_SECONDS)
-    send_rate = (ev.filter(F.col("is_sent") & (F.col("outcome") == "accepted"))
-                 .join(F.broadcast(switches), "run_id")
-                 .filter((F.col("site") == F.col("old_site")) & (F.col("ev_ts") < F.col("start_ts"))
+    send_rate = (ev.filter(F.col("f").bitwiseAND(ACCEPTED) != 0).join(F.broadcast(switches), "run_id")
+                 .filter((F.col("site_c") == F.col("old_site_c")) & (F.col("ev_ts") < F.col("start_ts"))
                          & (F.col("ev_ts") >= window_start))
                  .groupBy("run_id", "switch_id").agg((F.count(F.lit(1)) / F.lit(RATE_WINDOW_SECONDS))
                                                      .alias("client_send_rate"))
                  .withColumn("_t", F.lit("rate")))
-    writers = (ev.groupBy("run_id", F.when(F.col("is_sent"), "sent").otherwise("received").alias("ledger"),
-                          F.when(F.col("is_sent"), F.col("producer")).otherwise(F.col("consumer")).alias("writer"))
-               .agg(F.count(F.lit(1)).alias("records"), F.max("rec_ts").alias("last_ts"))
-               .withColumn("_t", F.lit("writer")))
     # counts and exceptions share the names late/out_of_order with different types: prefix inside the union
     exc_cols = [c for c in exceptions.columns if c != "_t"]
     combined = (counts.unionByName(exceptions.select(*[F.col(c).alias("x_" + c) for c in exc_cols], "_t"),
                                    allowMissingColumns=True)
                 .unionByName(first_receive, allowMissingColumns=True)
-                .unionByName(send_rate, allowMissingColumns=True)
-                .unionByName(writers, allowMissingColumns=True))
+                .unionByName(send_rate, allowMissingColumns=True))
     combined = combined.persist(StorageLevel.MEMORY_AND_DISK)
-    small = combined.filter(F.col("_t") != "exception")
-    rows = [r.asDict() for r in small.collect()]  # per run/address/switch/writer: small by construction
+    rows = [r.asDict() for r in combined.filter(F.col("_t") != "exception").collect()]  # small by construction
+
+    addresses = {r["address_c"]: r["address"] for r in dict_rows if r["address_c"] is not None}
+    for r in rows:
+        if r["_t"] == "count":
+            r["address"] = addresses.get(r["address_c"])
 
     def pick(tag: str, cols: list[str]) -> list[dict]:
-        return sorted(({c: r[c] for c in cols} for r in rows if r["_t"] == tag),
+        return sorted(({c: r.get(c) for c in cols} for r in rows if r["_t"] == tag),
                       key=lambda d: tuple("" if v is None else str(v) for v in d.values()))
 
     count_cols = ["run_id", "address", *COUNT_COLUMNS, "rpo_first_send_ts", "rpo_last_send_ts",
                   "lost_first_send_ts", "lost_last_send_ts", "first_send_ts", "last_recv_ts"]
     exc = combined.filter(F.col("_t") == "exception").select(*[F.col("x_" + c).alias(c) for c in exc_cols])
+    exc = _decode(exc, spark, dict_rows, {"address_c": ("address", "address"), "producer_c": ("producer", "producer"),
+                                          "send_site_c": ("site", "send_site"),
+                                          "first_recv_site_c": ("site", "first_recv_site"),
+                                          "first_consumer_c": ("consumer", "first_consumer")})
+    exc = exc.select("run_id", "address", "msg_id", "producer", "seq", "status", "duplicate", "late", "out_of_order",
+                     "rpo_lost", "n_sent", "n_recv", "n_redelivered", "n_fresh", "send_site", "first_send_ts",
+                     "first_recv_ts", "first_recv_site", "first_consumer")
+    writers: dict[tuple, dict] = {}
+    for r in dict_rows:
+        w = writers.setdefault((r["run_id"], r["ledger"], r["writer"]), {
+            "run_id": r["run_id"], "ledger": r["ledger"], "writer": r["writer"], "records": 0, "last_ts": None})
+        w["records"] += int(r["records"])
+        if r["last_ts"] is not None and (w["last_ts"] is None or r["last_ts"] > w["last_ts"]):
+            w["last_ts"] = r["last_ts"]
     return LedgerResult(
         counts=pick("count", count_cols),
         exceptions=exc,
         first_receive=pick("rto", ["run_id", "switch_id", "first_recv_ts"]),
         send_rate=pick("rate", ["run_id", "switch_id", "client_send_rate"]),
-        writers=pick("writer", ["run_id", "ledger", "writer", "records", "last_ts"]),
+        writers=sorted(writers.values(), key=lambda d: tuple("" if v is None else str(v) for v in d.values())),
         persisted=combined,
     )

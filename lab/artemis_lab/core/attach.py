@@ -12,7 +12,7 @@ from proton import Terminus
 
 from artemis_lab.core import security
 from artemis_lab.core.connection import AmqpSocket
-from artemis_lab.core.links import PRODUCER_CREDIT, Consumer, MirrorIn, Producer
+from artemis_lab.core.links import PRODUCER_CREDIT, PRODUCER_LOW, Consumer, MirrorIn, Producer
 from artemis_lab.core.mirror import BROKER_ID, MIRROR_CAPABILITY, SNF_PREFIX
 from artemis_lab.core.store import Queue
 
@@ -83,11 +83,12 @@ class AttachHandling:
             # Artemis shows the peer's SNF address on the target (not its queue).
             if address not in self.addresses:
                 self._create_address(address, {"ANYCAST"}, capture=False)
-            state = MirrorIn(self, link, s, node)
+            params = self.acceptors[s.acceptor].cfg.params if s.acceptor in self.acceptors else {}
+            credits = int(params.get("amqpCredits", PRODUCER_CREDIT))
+            state = MirrorIn(self, link, s, node, credits, int(params.get("amqpLowCredits", PRODUCER_LOW)))
             self._register_link(s, link, state)
             link.open()
-            link.flow(int(self.acceptors[s.acceptor].cfg.params.get("amqpCredits", PRODUCER_CREDIT))
-                      if s.acceptor in self.acceptors else PRODUCER_CREDIT)
+            link.flow(credits)
             return
         if address is not None:
             error = self._check_producer_address(address, caps, roles, s)

@@ -67,6 +67,7 @@ def _match_all(_msg: Any) -> bool:
 DUPLICATE_ID = "_AMQ_DUPL_ID"
 DUPLICATE_ID_BYTES = DUPLICATE_ID.encode()
 ID_RESERVATION = 100_000
+SESSION_INCOMING_CAPACITY = 64 * 1024 * 1024  # bytes; see the SESSION_REMOTE_OPEN handler
 
 
 class Broker(Persistence, AttachHandling, BrokerManagement):
@@ -688,6 +689,9 @@ class Broker(Persistence, AttachHandling, BrokerManagement):
         elif t == Event.SESSION_REMOTE_OPEN:
             ssn = ev.session
             if ssn.state & ssn.LOCAL_UNINIT:
+                # proton's default incoming window (1 MiB of frames) caps a mirror link at ~200 deliveries per
+                # round trip; Artemis' windows are credit-bound only, so open the session window wide.
+                ssn.incoming_capacity = SESSION_INCOMING_CAPACITY
                 ssn.open()
         elif t == Event.SESSION_REMOTE_CLOSE:
             ssn = ev.session

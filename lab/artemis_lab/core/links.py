@@ -170,9 +170,12 @@ class Consumer(LinkState):
 class MirrorIn(LinkState):
     """Target side of a peer's mirror link: every delivery is one mirror event; settled after it is stored."""
 
-    def __init__(self, broker: Broker, link: Any, socket: AmqpSocket, node: str):
+    def __init__(self, broker: Broker, link: Any, socket: AmqpSocket, node: str, credits: int = PRODUCER_CREDIT,
+                 low_credits: int = PRODUCER_LOW):
         super().__init__(broker, link, socket)
         self.node = node
+        # the target acceptor's amqpCredits / amqpLowCredits, as Artemis' mirror receiver uses them
+        self.credits, self.low_credits = credits, low_credits
 
     def on_delivery(self, d: Any, lp: Any) -> None:
         if pn.delivery_partial(d):
@@ -184,5 +187,5 @@ class MirrorIn(LinkState):
         else:
             self.b.settle_after_commit(d, self.socket)
         credit = pn.link_credit(lp)
-        if credit < PRODUCER_LOW:
-            pn.link_flow(lp, PRODUCER_CREDIT - credit)
+        if credit < self.low_credits:
+            pn.link_flow(lp, self.credits - credit)
