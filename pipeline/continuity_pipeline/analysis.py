@@ -89,35 +89,85 @@ def _params(run_rec: dict | None) -> dict:
     return raw if isinstance(raw, dict) else {}
 
 
-def estimates(switch: dict, sample: dict | None, client_send_rate: float | None, run_start: dict | None) -> dict:
+def _number(value: Any) -> float | None:
+    """A number from run parameters (rendered by Jinja, so "1.5" is as good as 1.5)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def runbook_overhead(params: dict, kind: str, history: list[float] | None) -> tuple[float | None, str]:
+    """Seconds a switch of ``kind`` spends besides draining: the median of the same kind's earlier switches in
+    the evidence (``history``), else the run's ``rto_overhead_seconds`` (a number, or one per kind)."""
+    if history:
+        ordered = sorted(history)
+        mid = len(ordered) // 2
+        return (ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0), "history"
+    raw = params.get("rto_overhead_seconds")
+    if isinstance(raw, dict):
+        raw = raw.get(kind)
+    value = _number(raw)
+    return (value, "params") if value is not None else (None, "none")
+
+
+def estimates(switch: dict, sample: dict | None, client_send_rate: float | None, run_start: dict | None,
+              overhead_history: list[float] | None = None) -> dict:
     """RPO/RTO estimated from the last lag sample of the old site before the switch, with the shared lag model.
 
     The model is fed what a live system knows at that moment: backlog, add and drain rates, connection state,
-    the client send rate (share of SNF events that are sends) and the runbook overhead from the run parameters.
-    The estimate the writer recorded in the sample (``*_est`` fields) is kept next to the recomputed one.
+    the client send rate (share of SNF events that are sends) and the runbook overhead (earlier switches of the
+    same kind, else the run parameters). A planned switch (swapover, failback) waits for the drain; a failover
+    does not (the lost site's backlog is the RPO) but first has to detect the loss: ``loss_probes`` x
+    ``loss_probe_interval`` from the run parameters, unless the overhead comes from earlier failovers, which
+    already include it. The estimate the writer recorded in the sample (``*_est`` fields) is kept next to the
+    recomputed one.
     """
     params = _params(run_start)
     out: dict[str, Any] = {"sample_ts": None, "backlog": None, "add_rate": None, "drain_rate": None,
                            "rpo_messages_estimated": None, "rpo_seconds_estimated": None,
                            "rto_seconds_estimated": None, "rpo_basis": None, "rto_basis": None,
+                           "rto_drain_seconds": None, "rto_overhead_seconds": None, "rto_overhead_basis": None,
                            "rpo_messages_recorded": None, "rpo_seconds_recorded": None, "rto_seconds_recorded": None,
                            "duplicates_at_risk": None, "notes": []}
     consumers, batch = params.get("consumers"), params.get("ack_batch")
     if isinstance(consumers, int) and isinstance(batch, int):
         out["duplicates_at_risk"] = lagmodel.ack_widening(consumers, batch)
+    kind = switch.get("kind")
+    overhead, overhead_basis = runbook_overhead(params, kind, overhead_history)
+    notes: list[str] = []
+    if overhead is None:
+        notes.append(f"no runbook overhead for {kind} (no earlier switch, no rto_overhead_seconds): "
+                     "counted as 0")
+    if kind == "failover":
+        probes, interval = _number(params.get("loss_probes")), _number(params.get("loss_probe_interval"))
+        detection = None if overhead_basis == "history" else (
+            probes * interval if probes is not None and interval is not None else None)
+        rto = lagmodel.site_loss_rto_estimate(0.0 if overhead_basis == "history" else detection, overhead or 0.0)
+        if detection is None and overhead_basis != "history":
+            notes.append("detection time unknown (no loss_probes / loss_probe_interval in the run parameters)")
     if sample is None:
-        out["notes"].append("no lag sample of the old site before the switch")
+        out["notes"] = [*notes, "no lag sample of the old site before the switch"]
+        if kind == "failover":
+            out.update(rto_seconds_estimated=rto.seconds, rto_basis=rto.basis, rto_drain_seconds=0.0,
+                       rto_overhead_seconds=rto.overhead_seconds, rto_overhead_basis=overhead_basis)
         return out
     backlog, add, drain = sample.get("backlog"), sample.get("add_rate"), sample.get("drain_rate")
     share = lagmodel.send_share(client_send_rate, add)
     rpo = lagmodel.rpo_estimate(backlog, add, share_of_sends=share, connected=sample.get("connected"))
-    overhead = params.get("rto_overhead_seconds") or 0.0
-    rto = lagmodel.rto_estimate(backlog, drain, float(overhead))
+    if kind != "failover":
+        rto = lagmodel.rto_estimate(backlog, drain, overhead or 0.0)
     out.update(sample_ts=sample.get("ts"), backlog=backlog, add_rate=add, drain_rate=drain,
                rpo_messages_estimated=rpo.messages, rpo_seconds_estimated=rpo.seconds,
                rto_seconds_estimated=rto.seconds, rpo_basis=rpo.basis, rto_basis=rto.basis,
+               rto_drain_seconds=rto.drain_seconds, rto_overhead_seconds=rto.overhead_seconds,
+               rto_overhead_basis=overhead_basis,
                rpo_messages_recorded=sample.get("rpo_messages_est"), rpo_seconds_recorded=sample.get("rpo_seconds_est"),
-               rto_seconds_recorded=sample.get("rto_seconds_est"), notes=list(rpo.notes) + list(rto.notes))
+               rto_seconds_recorded=sample.get("rto_seconds_est"), notes=notes + list(rpo.notes) + list(rto.notes))
     return out
 
 

@@ -156,14 +156,23 @@ def _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_ta
     rate = {(r["run_id"], r["switch_id"]): r["client_send_rate"] for r in led.send_rate}
     first = {(r["run_id"], r["switch_id"]): r["first_recv_ts"] for r in led.first_receive}
     switch_out = []
-    for s in switches:
+    # Runbook overhead observed per switch kind, oldest first: a later switch's RTO estimate uses the earlier
+    # ones (within a rehearsal and across the rehearsals of one pipeline run).
+    overheads: dict[str, list[float]] = {}
+    for s in sorted(switches, key=lambda x: (x["start_ts"], x["run_id"], x["switch_id"])):
         key = (s["run_id"], s["switch_id"])
         start = next((r for r in runs if r["run_id"] == s["run_id"] and r.get("event") == "start"), None)
-        est = analysis.estimates(s, last_samples.get(key), rate.get(key), start)
+        est = analysis.estimates(s, last_samples.get(key), rate.get(key), start, overheads.get(s["kind"]))
         fr = first.get(key)
+        rto_obs = (fr - s["start_ts"]) if fr is not None else None
+        observed_overhead = None
+        if rto_obs is not None:
+            observed_overhead = max(0.0, rto_obs - (est["rto_drain_seconds"] or 0.0))
+            overheads.setdefault(s["kind"], []).append(observed_overhead)
         switch_out.append({k: v for k, v in s.items() if k != "incident"} | {
-            "first_recv_ts": fr, "rto_seconds_observed": (fr - s["start_ts"]) if fr is not None else None,
+            "first_recv_ts": fr, "rto_seconds_observed": rto_obs, "rto_overhead_observed": observed_overhead,
             "client_send_rate": rate.get(key), **est})
+    switch_out.sort(key=lambda x: (x["run_id"], x["start_ts"], x["switch_id"]))
     per_run = []
     for rid in run_ids:
         counts = [c for c in led.counts if c["run_id"] == rid]

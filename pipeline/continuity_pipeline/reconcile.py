@@ -5,10 +5,12 @@ Shape of the work (what makes it scale):
 - Sent and received records become ONE narrow frame of fixed-width columns keyed by (run_id, msg_id). The
   low-cardinality strings a message carries (address, producer, consumer, site) travel as ``xxhash64`` codes, so
   every per-message aggregation buffer is fixed-width and Spark keeps a hash aggregate (a string or struct buffer
-  would force a sort of every event). The strings come back through a small dictionary (``_dictionary``) that
-  also yields the per-writer record counts; two strings with one code stop the run instead of merging silently.
-- The narrow frame is repartitioned by (run_id, msg_id) once; the per-message aggregation and the per-switch
-  aggregates read that one shuffle (Spark reuses an identical exchange inside one query).
+  would force a sort of every event). The strings come back through a small dictionary (``_writer_aggregate``);
+  two strings with one code stop the run instead of merging silently.
+- The narrow frame is repartitioned by (run_id, msg_id) once for the per-message aggregation. Per-writer counts,
+  the dictionary and the per-switch figures (first receive after a start, send rate before it) come from one
+  map-side-combined aggregate whose keys include each event's switch phase (``_switch_keys``), so they cost no
+  second shuffle of the events.
 - Out-of-order is one window over the received messages (partitioned by run, address, first consumer, producer).
 - Everything that reaches the driver is aggregated per run/address/switch/writer; the per-message exceptions
   (lost, in doubt, duplicated, late, out of order) are a persisted DataFrame written as Parquet, never collected.
@@ -81,14 +83,70 @@ def ledger_events(records: DataFrame) -> DataFrame:
         *[_code(c).alias(c + "_c") for c in CODED])
 
 
-def _dictionary(records: DataFrame) -> DataFrame:
-    """Per run and writer: records, last record time, and the strings behind the codes (map-side combined)."""
+def _switch_keys(switch_rows: list[tuple]) -> tuple[Column, Column]:
+    """Two small per-event keys that make the per-switch figures exact from a map-side-combined aggregate:
+
+    ``_phase``: how many switch starts of the event's run lie at or before its time (switch j of a run, in start
+    order, has its first receive among events with ``_phase > j``); ``_rate_mask``: bit j set when the event lies
+    in switch j's send-rate window [start - RATE_WINDOW_SECONDS, start).
+    """
+    starts: dict[str, list[float]] = {}
+    for run_id, _sid, start, _old, _new in switch_rows:
+        starts.setdefault(run_id, []).append(float(start))
+    ts = F.col("ev_ts")
+    phase, mask = None, None
+    for run_id, run_starts in sorted(starts.items()):
+        run_starts.sort()
+        p = sum((F.when(ts >= F.lit(t), 1).otherwise(0) for t in run_starts), F.lit(0))
+        m = sum((F.when((ts >= F.lit(t - RATE_WINDOW_SECONDS)) & (ts < F.lit(t)), 1 << j).otherwise(0)
+                 for j, t in enumerate(run_starts[:62])), F.lit(0))
+        cond = F.col("run_id") == F.lit(run_id)
+        phase = F.when(cond, p) if phase is None else phase.when(cond, p)
+        mask = F.when(cond, m) if mask is None else mask.when(cond, m)
+    if phase is None or mask is None:
+        return F.lit(0), F.lit(0).cast("long")
+    return phase.otherwise(0), mask.otherwise(0).cast("long")
+
+
+def _writer_aggregate(records: DataFrame, switch_rows: list[tuple]) -> DataFrame:
+    """Per run, writer and the strings behind the codes (and switch phase): records, last record time and the
+    earliest event time. Map-side combined, so it is small whatever the input size."""
     is_sent = F.col("kind") == "sent"
-    return (records.filter(F.col("kind").isin("sent", "received"))
-            .groupBy("run_id", F.when(is_sent, "sent").otherwise("received").alias("ledger"),
-                     F.when(is_sent, F.col("producer")).otherwise(F.col("consumer")).alias("writer"),
-                     *CODED, *[_code(c).alias(c + "_c") for c in CODED])
-            .agg(F.count(F.lit(1)).alias("records"), F.max("ts").alias("last_ts")))
+    phase, mask = _switch_keys(switch_rows)
+    ev = records.filter(F.col("kind").isin("sent", "received")).select(
+        "run_id", "ts", *CODED, "kind",
+        F.when(is_sent, F.col("send_ts")).otherwise(F.col("recv_ts")).alias("ev_ts"),
+        (is_sent & (F.col("outcome") == "accepted")).alias("accepted"))
+    return (ev.groupBy("run_id", F.when(is_sent, "sent").otherwise("received").alias("ledger"),
+                       F.when(is_sent, F.col("producer")).otherwise(F.col("consumer")).alias("writer"),
+                       *CODED, *[_code(c).alias(c + "_c") for c in CODED], "accepted",
+                       phase.alias("_phase"), mask.alias("_rate_mask"))
+            .agg(F.count(F.lit(1)).alias("records"), F.max("ts").alias("last_ts"),
+                 F.min("ev_ts").alias("first_ev_ts")))
+
+
+def _per_switch(agg_rows: list[dict], switch_rows: list[tuple]) -> tuple[list[dict], list[dict]]:
+    """First receive on the new site after each switch start, and the old site's accepted send rate before it."""
+    by_run: dict[str, list[tuple]] = {}
+    for row in switch_rows:
+        by_run.setdefault(row[0], []).append(row)
+    first, rate = [], []
+    for run_id, rows in by_run.items():
+        ordered = sorted(rows, key=lambda r: float(r[2]))
+        index = {id(r): j for j, r in enumerate(ordered)}
+        for r in rows:
+            j, (_rid, switch_id, _start, old_site, new_site) = index[id(r)], r
+            times = [a["first_ev_ts"] for a in agg_rows if a["run_id"] == run_id and a["ledger"] == "received"
+                     and a["site"] == new_site and a["_phase"] > j and a["first_ev_ts"] is not None]
+            if times:
+                first.append({"run_id": run_id, "switch_id": switch_id, "first_recv_ts": min(times)})
+            sends = sum(int(a["records"]) for a in agg_rows if a["run_id"] == run_id and a["ledger"] == "sent"
+                        and a["accepted"] and a["site"] == old_site and (a["_rate_mask"] >> j) & 1)
+            if sends:
+                rate.append({"run_id": run_id, "switch_id": switch_id,
+                             "client_send_rate": sends / RATE_WINDOW_SECONDS})
+    key = lambda d: (d["run_id"], d["switch_id"])  # noqa: E731
+    return sorted(first, key=key), sorted(rate, key=key)
 
 
 def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
@@ -131,13 +189,12 @@ def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
     # Out of order: the first receipt of a message came after the first receipt of a higher sequence number of the
     # same producer at the same consumer on the same address. Redeliveries and second copies are not counted
     # here (they are duplicates); ties in time are ordered by seq so equal timestamps never count. Only received
-    # messages with a producer and seq take part, so only they are sorted.
+    # messages with a producer and seq take part (a message never received sorts first and adds nothing).
     ordered = F.col("first_recv_ts").isNotNull() & F.col("seq").isNotNull() & F.col("producer_c").isNotNull()
     w = (Window.partitionBy("run_id", "address_c", "first_consumer_c", "producer_c")
          .orderBy("first_recv_ts", "seq").rowsBetween(Window.unboundedPreceding, -1))
-    in_order = msg.filter(ordered).withColumn(
-        "out_of_order", F.coalesce(F.col("seq") < F.max("seq").over(w), F.lit(False)))
-    return in_order.unionByName(msg.filter(~ordered).withColumn("out_of_order", F.lit(False)))
+    prev_max = F.max(F.when(ordered, F.col("seq"))).over(w)
+    return msg.withColumn("out_of_order", F.coalesce(ordered & (F.col("seq") < prev_max), F.lit(False)))
 
 
 def _check_codes(dictionary: list[dict]) -> None:
@@ -163,16 +220,16 @@ def _decode(df: DataFrame, spark: SparkSession, dictionary: list[dict], cols: di
 
 def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple], switch_rows: list[tuple]
               ) -> LedgerResult:
-    # Step 1 (small): writers and the code dictionary. Its strings decode everything below.
-    dict_rows = [r.asDict() for r in _dictionary(records).collect()]
+    # Step 1 (small, map-side combined): writers, the code dictionary (its strings decode everything below) and
+    # the per-switch first receive and send rate.
+    dict_rows = [r.asDict() for r in _writer_aggregate(records, switch_rows).collect()]
     _check_codes(dict_rows)
+    first_receive, send_rate = _per_switch(dict_rows, switch_rows)
     runinfo = spark.createDataFrame(runinfo_rows, RUNINFO_DDL).select(
         "run_id", "cutoff_ts", _code("lost_site").alias("lost_site_c"))
-    switches = spark.createDataFrame(switch_rows, SWITCH_DDL).select(
-        "run_id", "switch_id", "start_ts", _code("old_site").alias("old_site_c"),
-        _code("new_site").alias("new_site_c"))
 
-    # Step 2 (the big one): one shuffle of the narrow events, then every branch below in one Spark action.
+    # Step 2 (the big one): one shuffle of the narrow events, the out-of-order window, then counts and exceptions
+    # in one Spark action.
     ev = ledger_events(records).repartition("run_id", "msg_id")
     msg = message_level(ev, runinfo)
 
@@ -215,24 +272,10 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
                       "first_send_ts", "first_recv_ts", "first_recv_site_c", "first_consumer_c"]
     exceptions = msg.filter((st != "delivered") | F.col("duplicate").isNotNull() | F.col("late")
                             | F.col("out_of_order")).select(*exception_cols).withColumn("_t", F.lit("exception"))
-    is_sent = F.col("f").bitwiseAND(SENT) != 0
-    first_receive = (ev.filter(~is_sent).join(F.broadcast(switches), "run_id")
-                     .filter((F.col("site_c") == F.col("new_site_c")) & (F.col("ev_ts") >= F.col("start_ts")))
-                     .groupBy("run_id", "switch_id").agg(F.min("ev_ts").alias("first_recv_ts"))
-                     .withColumn("_t", F.lit("rto")))
-    window_start = F.col("start_ts") - F.lit(RATE_WINDOW_SECONDS)
-    send_rate = (ev.filter(F.col("f").bitwiseAND(ACCEPTED) != 0).join(F.broadcast(switches), "run_id")
-                 .filter((F.col("site_c") == F.col("old_site_c")) & (F.col("ev_ts") < F.col("start_ts"))
-                         & (F.col("ev_ts") >= window_start))
-                 .groupBy("run_id", "switch_id").agg((F.count(F.lit(1)) / F.lit(RATE_WINDOW_SECONDS))
-                                                     .alias("client_send_rate"))
-                 .withColumn("_t", F.lit("rate")))
     # counts and exceptions share the names late/out_of_order with different types: prefix inside the union
     exc_cols = [c for c in exceptions.columns if c != "_t"]
-    combined = (counts.unionByName(exceptions.select(*[F.col(c).alias("x_" + c) for c in exc_cols], "_t"),
-                                   allowMissingColumns=True)
-                .unionByName(first_receive, allowMissingColumns=True)
-                .unionByName(send_rate, allowMissingColumns=True))
+    combined = counts.unionByName(exceptions.select(*[F.col(c).alias("x_" + c) for c in exc_cols], "_t"),
+                                  allowMissingColumns=True)
     combined = combined.persist(StorageLevel.MEMORY_AND_DISK)
     rows = [r.asDict() for r in combined.filter(F.col("_t") != "exception").collect()]  # small by construction
 
@@ -265,8 +308,8 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
     return LedgerResult(
         counts=pick("count", count_cols),
         exceptions=exc,
-        first_receive=pick("rto", ["run_id", "switch_id", "first_recv_ts"]),
-        send_rate=pick("rate", ["run_id", "switch_id", "client_send_rate"]),
+        first_receive=first_receive,
+        send_rate=send_rate,
         writers=sorted(writers.values(), key=lambda d: tuple("" if v is None else str(v) for v in d.values())),
         persisted=combined,
     )

@@ -367,6 +367,17 @@ def rto_estimate(
     return RtoEstimate(None, None, overhead, None, ["no drain rate: mirror not draining and no assumed rate"])
 
 
+def site_loss_rto_estimate(detection_seconds: Optional[float], overhead_seconds: float = 0.0) -> RtoEstimate:
+    """Time from losing the active site to clients consuming on the survivor: detection + promotion overhead.
+
+    There is no drain term: what the lost site still held is data loss (the RPO), not time anyone waits for.
+    ``detection_seconds`` is how long the runbook takes to declare the site lost (probes x interval).
+    """
+    notes = [] if detection_seconds is not None else ["detection time unknown: counted as 0"]
+    total = float(detection_seconds or 0.0) + float(overhead_seconds or 0.0)
+    return RtoEstimate(total, 0.0, total, "site-loss", notes)
+
+
 def ack_widening(consumers: int, ack_batch: int) -> int:
     """Extra events a batched-ack consumer model can leave unmirrored.
 

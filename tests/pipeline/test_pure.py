@@ -60,6 +60,30 @@ def test_estimates_use_the_shared_lag_model():
     assert est["rto_seconds_estimated"] == pytest.approx(100 / 2100.0 + 0.3)
 
 
+def test_failover_rto_estimate_is_detection_plus_overhead_without_drain():
+    sample = {"ts": 1.0, "backlog": 50_000, "add_rate": 2000.0, "drain_rate": 0.0, "connected": False}
+    params = {"rto_overhead_seconds": {"swapover": 1.0, "failover": "8.0"}, "loss_probes": "3",
+              "loss_probe_interval": 2.0}
+    est = analysis.estimates({"kind": "failover"}, sample, 1000.0, {"params": json.dumps(params)})
+    assert est["rto_basis"] == "site-loss" and est["rto_overhead_basis"] == "params"
+    assert est["rto_seconds_estimated"] == pytest.approx(3 * 2.0 + 8.0)  # the 50k backlog is RPO, not waiting
+    assert est["rto_drain_seconds"] == 0.0
+    # earlier failovers in the evidence replace the parameters (their observed overhead includes detection)
+    est = analysis.estimates({"kind": "failover"}, sample, 1000.0, {"params": json.dumps(params)}, [15.0, 17.0, 40.0])
+    assert est["rto_seconds_estimated"] == pytest.approx(17.0) and est["rto_overhead_basis"] == "history"
+    # without a sample the failover estimate still stands (it needs no backlog)
+    est = analysis.estimates({"kind": "failover"}, None, None, {"params": json.dumps(params)})
+    assert est["rto_seconds_estimated"] == pytest.approx(14.0) and est["rpo_messages_estimated"] is None
+
+
+def test_runbook_overhead_sources():
+    assert analysis.runbook_overhead({}, "swapover", [1.0, 3.0]) == (2.0, "history")
+    assert analysis.runbook_overhead({"rto_overhead_seconds": 0.5}, "failback", None) == (0.5, "params")
+    assert analysis.runbook_overhead({"rto_overhead_seconds": {"failover": 8}}, "swapover", []) == (None, "none")
+    est = analysis.estimates({"kind": "swapover"}, {"backlog": 0, "drain_rate": None}, None, None)
+    assert est["rto_seconds_estimated"] == 0.0 and any("no runbook overhead" in n for n in est["notes"])
+
+
 def test_prometheus_text_is_well_formed():
     result = {"runs": [{"run_id": 'a"b', "lost": 2, "verdict": "FAIL", "duplicated_distinct": 1,
                         "duplicated_redelivery": 0}],
@@ -89,3 +113,25 @@ def test_generated_records_are_valid_evidence(tmp_path):
 def test_generator_refuses_impossible_faults(tmp_path):
     with pytest.raises(GenerateError):
         generate(GenParams(out=str(tmp_path), messages=10, lost=20))
+
+
+def test_per_switch_figures_from_the_writer_aggregate():
+    from continuity_pipeline import reconcile
+
+    switches = [("r", "swapover#1", 100.0, "dc1", "dc2"), ("r", "failover@105", 105.0, "dc2", "dc1")]
+
+    def row(ledger, site, phase, mask, records, first, accepted=True):
+        return {"run_id": "r", "ledger": ledger, "site": site, "_phase": phase, "_rate_mask": mask,
+                "records": records, "first_ev_ts": first, "accepted": accepted}
+
+    rows = [row("received", "dc2", 0, 0, 5, 90.0),  # before the first start: not a receive after it
+            row("received", "dc2", 1, 0, 3, 100.4),  # between the starts, on the first switch's new site
+            row("received", "dc1", 2, 0, 2, 106.0),  # after the second start, on its new site
+            row("sent", "dc1", 0, 0b01, 40, 91.0),  # in the first switch's window only
+            row("sent", "dc2", 1, 0b10, 30, 101.0),  # in the second switch's window (old site dc2)
+            row("sent", "dc1", 0, 0b01, 7, 95.0, accepted=False)]  # not confirmed: not a send
+    first, rate = reconcile._per_switch(rows, switches)
+    assert first == [{"run_id": "r", "switch_id": "failover@105", "first_recv_ts": 106.0},
+                     {"run_id": "r", "switch_id": "swapover#1", "first_recv_ts": 100.4}]
+    assert rate == [{"run_id": "r", "switch_id": "failover@105", "client_send_rate": 3.0},
+                    {"run_id": "r", "switch_id": "swapover#1", "client_send_rate": 4.0}]

@@ -123,6 +123,12 @@ class TestRpoRto:
         assert r.seconds is None and r.overhead_seconds == 8.0
         assert lag.rto_estimate(0, None, 3.0).seconds == 3.0
 
+    def test_site_loss_rto_has_no_drain(self):
+        r = lag.site_loss_rto_estimate(6.0, 8.0)
+        assert r.seconds == 14.0 and r.drain_seconds == 0.0 and r.basis == "site-loss" and not r.notes
+        r = lag.site_loss_rto_estimate(None, 8.0)
+        assert r.seconds == 8.0 and r.notes
+
     def test_send_share_clamped(self):
         assert lag.send_share(3000.0, 2000.0) == 1.0
         assert lag.send_share(None, 2000.0) is None
