@@ -35,14 +35,9 @@ def _rows(df: DataFrame) -> list[dict]:
 def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets: dict, progress: Progress,
                  html: bool = True) -> dict:
     os.makedirs(out, exist_ok=True)
-    progress("stage 1/6 read and validate evidence")
-    ev = reader.read(spark, evidence, progress)
-    records = ev.records
-    known_bad = sum(f["bad"] for f in ev.file_stats) + len(ev.files.problems)
-    bad_summary = outputs.write_bad(ev.bad, out, known_bad)
-    progress(f"bad input: {bad_summary['errors']} error(s), {bad_summary['warnings']} warning(s)")
-
-    progress("stage 2/6 runs, phases, incidents, ledger ends")
+    progress("stage 1/6 find evidence; runs, phases, incidents, ledger ends")
+    prep = reader.prepare(spark, evidence)
+    records = prep.records
     small_cols = ["kind", "run_id", "ts", "event", "scenario", "targets", "params", "outcome", "runbook", "phase",
                   "start_ts", "end_ts", "roles_before", "roles_after", "decision", "reason", "lost_site",
                   "survivor_site", "incident_ts", "detected_ts", "at_risk_events", "at_risk_seconds", "ledger",
@@ -61,9 +56,15 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
     switch_rows = [(s["run_id"], s["switch_id"], s["start_ts"], s["old_site"], s["new_site"]) for s in switches]
     progress(f"{len(run_ids)} run(s), {len(phases)} phase record(s), {len(switches)} switch(es)")
 
-    progress("stage 3/6 reconcile ledgers (writer dictionary, then one shuffle of the ledger events)")
+    progress("stage 2/6 read and validate every record (one pass, also counting per writer and switch)")
+    ev = reader.statistics(spark, prep, progress, reconcile.writer_piggyback(switch_rows))
+    known_bad = sum(f["bad"] for f in ev.file_stats) + len(ev.files.problems)
+    bad_summary = outputs.write_bad(ev.bad, out, known_bad)
+    progress(f"bad input: {bad_summary['errors']} error(s), {bad_summary['warnings']} warning(s)")
+
+    progress("stage 3/6 reconcile ledgers (one shuffle of the ledger events, the out-of-order window)")
     _size_shuffle(spark, sum(f["records"] for f in ev.file_stats))
-    led = reconcile.reconcile(spark, records, runinfo, switch_rows)
+    led = reconcile.reconcile(spark, records, runinfo, switch_rows, ev.extra_rows)
     run_ids = sorted(set(run_ids) | {c["run_id"] for c in led.counts})
     progress(f"reconciled {sum(c['sent_records'] for c in led.counts):,} sent and "
              f"{sum(c['received_records'] for c in led.counts):,} received records")

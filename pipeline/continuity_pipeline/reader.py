@@ -44,6 +44,29 @@ class Evidence:
     bad: DataFrame  # schemas.BAD_RECORD
     files: InputFiles
     file_stats: list[dict]  # per file: file, format, records, bad
+    extra_rows: list[dict] = field(default_factory=list)  # the piggy-backed aggregate of ``statistics``
+
+
+@dataclass
+class Prepared:
+    """Parsed evidence before any Spark action: every line/row with its validation, and the valid records."""
+
+    files: InputFiles
+    parsed: DataFrame | None  # None: no readable file
+    records: DataFrame
+
+
+@dataclass
+class PiggyBack:
+    """An aggregate computed in the same pass as the file statistics (one scan instead of two).
+
+    ``keys`` must be null for the rows the aggregate does not cover (those rows then only count for the file
+    statistics); ``aggs`` are aggregate expressions, and rows with a non-null first key come back with a
+    ``records`` count summed over files and splits. Aggregates are combined with min/max/sum only.
+    """
+
+    keys: dict[str, Column]
+    aggs: dict[str, tuple[str, Column]]  # name -> (how to combine across files: min|max|sum, expression)
 
 
 def _is_local(path: str) -> bool:
@@ -313,28 +336,80 @@ def _strip_scheme(c: Column) -> Column:
     return F.regexp_replace(c, r"^file:", "")
 
 
-def read(spark: SparkSession, paths: Sequence[str], progress=None) -> Evidence:
-    """Parse every evidence file under ``paths``. Actions run here: one per input format (file statistics) and
-    one collecting the bad rows' line positions when there are bad JSON lines."""
+def prepare(spark: SparkSession, paths: Sequence[str]) -> Prepared:
+    """Find and parse every evidence file under ``paths`` (lazy: no Spark action)."""
     files = discover(spark, paths)
     parts: list[DataFrame] = []
     if files.jsonl:
         parts.append(_parse_jsonl(spark, files.jsonl))
     if files.parquet:
         parts.append(_parse_parquet(spark, files.parquet))
-    empty = spark.createDataFrame([], sc.RECORD)
     if not parts:
-        bad = spark.createDataFrame([_bad_tuple(p) for p in files.problems], sc.BAD_RECORD)
-        return Evidence(empty.withColumn("_file", F.lit(None).cast("string")), bad, files, [])
+        empty = spark.createDataFrame([], sc.RECORD)
+        return Prepared(files, None, empty.withColumn("_file", F.lit(None).cast("string")))
     parsed = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     parsed = parsed.withColumn("_file", _strip_scheme(F.col("_file")))
+    records = parsed.filter(F.col("_reason").isNull() & ~F.col("_blank")).select(
+        *[F.col(f.name) for f in sc.RECORD.fields], "_file")
+    return Prepared(files, parsed, records)
 
-    # Per-file (and per-split for JSON lines) statistics: small, one row per split.
-    stats = (parsed.groupBy("_file", "_block")
-             .agg(F.count(F.lit(1)).alias("lines"), F.min("_mid").alias("min_mid"),
-                  F.sum(F.when(F.col("_blank"), 1).otherwise(0)).alias("blank"),
-                  F.sum(F.when(F.col("_reason").isNotNull(), 1).otherwise(0)).alias("bad"))
-             .collect())
+
+def read(spark: SparkSession, paths: Sequence[str], progress=None) -> Evidence:
+    """Parse every evidence file under ``paths`` and count records and bad records per file."""
+    return statistics(spark, prepare(spark, paths), progress)
+
+
+def _combine(rows: list, piggy: PiggyBack) -> list[dict]:
+    first = next(iter(piggy.keys))
+    out: dict[tuple, dict] = {}
+    for row in rows:
+        if row[first] is None:
+            continue
+        key = tuple(row[k] for k in piggy.keys)
+        acc = out.get(key)
+        if acc is None:
+            out[key] = {**{k: row[k] for k in piggy.keys}, "records": int(row["lines"]),
+                        **{a: row[a] for a in piggy.aggs}}
+            continue
+        acc["records"] += int(row["lines"])
+        for a, (how, _expr) in piggy.aggs.items():
+            v = row[a]
+            if v is None:
+                continue
+            if acc[a] is None:
+                acc[a] = v
+            else:
+                acc[a] = min(acc[a], v) if how == "min" else max(acc[a], v) if how == "max" else acc[a] + v
+    return list(out.values())
+
+
+def statistics(spark: SparkSession, prep: Prepared, progress=None, piggy: PiggyBack | None = None) -> Evidence:
+    """The one pass over every file: per file (and per split for JSON lines) records, blank and bad counts, plus
+    ``piggy``'s aggregate. A second action collects the bad rows' line positions only when there are bad rows."""
+    files, parsed = prep.files, prep.parsed
+    if parsed is None:
+        bad = spark.createDataFrame([_bad_tuple(p) for p in files.problems], sc.BAD_RECORD)
+        return Evidence(prep.records, bad, files, [])
+
+    # Per-file (and per-split for JSON lines) statistics: small, one row per split (and piggy-back key).
+    keys = [F.col("_file"), F.col("_block"), *[c.alias(n) for n, c in (piggy.keys.items() if piggy else ())]]
+    aggs = [c.alias(n) for n, (_how, c) in (piggy.aggs.items() if piggy else ())]
+    rows = (parsed.groupBy(*keys)
+            .agg(F.count(F.lit(1)).alias("lines"), F.min("_mid").alias("min_mid"),
+                 F.sum(F.when(F.col("_blank"), 1).otherwise(0)).alias("blank"),
+                 F.sum(F.when(F.col("_reason").isNotNull(), 1).otherwise(0)).alias("bad"), *aggs)
+            .collect())
+    extra_rows = _combine(rows, piggy) if piggy else []
+    per_split: dict[tuple, dict] = {}
+    for row in rows:
+        acc = per_split.setdefault((row["_file"], row["_block"]), {
+            "_file": row["_file"], "_block": row["_block"], "lines": 0, "min_mid": None, "blank": 0, "bad": 0})
+        acc["lines"] += int(row["lines"])
+        acc["blank"] += int(row["blank"])
+        acc["bad"] += int(row["bad"])
+        if row["min_mid"] is not None and (acc["min_mid"] is None or row["min_mid"] < acc["min_mid"]):
+            acc["min_mid"] = row["min_mid"]
+    stats = list(per_split.values())
     per_file: dict[str, dict] = {}
     block_rows: list[tuple[str, int, int, int]] = []
     for row in sorted(stats, key=lambda r: (r["_file"], r["_block"] if r["_block"] is not None else -1)):
@@ -376,12 +451,10 @@ def read(spark: SparkSession, paths: Sequence[str], progress=None) -> Evidence:
                    F.substring("_value", 1, 160).alias("excerpt")))
     if files.problems:
         bad = bad.unionByName(spark.createDataFrame([_bad_tuple(p) for p in files.problems], sc.BAD_RECORD))
-    records = parsed.filter(F.col("_reason").isNull() & ~F.col("_blank")).select(
-        *[F.col(f.name) for f in sc.RECORD.fields], "_file")
     if progress:
         progress(f"read {len(file_stats)} file(s): {sum(e['records'] for e in file_stats):,} records, "
                  f"{sum(e['bad'] for e in file_stats):,} bad records, {len(files.problems)} file problem(s)")
-    return Evidence(records, bad, files, file_stats)
+    return Evidence(prep.records, bad, files, file_stats, extra_rows)
 
 
 def _bad_tuple(p: dict) -> tuple:

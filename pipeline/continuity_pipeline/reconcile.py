@@ -5,12 +5,12 @@ Shape of the work (what makes it scale):
 - Sent and received records become ONE narrow frame of fixed-width columns keyed by (run_id, msg_id). The
   low-cardinality strings a message carries (address, producer, consumer, site) travel as ``xxhash64`` codes, so
   every per-message aggregation buffer is fixed-width and Spark keeps a hash aggregate (a string or struct buffer
-  would force a sort of every event). The strings come back through a small dictionary (``_writer_aggregate``);
+  would force a sort of every event). The strings come back through a small dictionary (``writer_piggyback``);
   two strings with one code stop the run instead of merging silently.
 - The narrow frame is repartitioned by (run_id, msg_id) once for the per-message aggregation. Per-writer counts,
   the dictionary and the per-switch figures (first receive after a start, send rate before it) come from one
-  map-side-combined aggregate whose keys include each event's switch phase (``_switch_keys``), so they cost no
-  second shuffle of the events.
+  map-side-combined aggregate whose keys include each event's switch phase (``_switch_keys``), computed in the
+  reader's pass over the input: no extra scan and no second shuffle of the events.
 - Out-of-order is one window over the received messages (partitioned by run, address, first consumer, producer).
 - Everything that reaches the driver is aggregated per run/address/switch/writer; the per-message exceptions
   (lost, in doubt, duplicated, late, out of order) are a persisted DataFrame written as Parquet, never collected.
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+
+from continuity_pipeline import reader
 
 RUNINFO_DDL = "run_id string, cutoff_ts double, lost_site string"
 SWITCH_DDL = "run_id string, switch_id string, start_ts double, old_site string, new_site string"
@@ -83,7 +85,7 @@ def ledger_events(records: DataFrame) -> DataFrame:
         *[_code(c).alias(c + "_c") for c in CODED])
 
 
-def _switch_keys(switch_rows: list[tuple]) -> tuple[Column, Column]:
+def _switch_keys(switch_rows: list[tuple], ts: Column) -> tuple[Column, Column]:
     """Two small per-event keys that make the per-switch figures exact from a map-side-combined aggregate:
 
     ``_phase``: how many switch starts of the event's run lie at or before its time (switch j of a run, in start
@@ -93,7 +95,6 @@ def _switch_keys(switch_rows: list[tuple]) -> tuple[Column, Column]:
     starts: dict[str, list[float]] = {}
     for run_id, _sid, start, _old, _new in switch_rows:
         starts.setdefault(run_id, []).append(float(start))
-    ts = F.col("ev_ts")
     phase, mask = None, None
     for run_id, run_starts in sorted(starts.items()):
         run_starts.sort()
@@ -108,21 +109,26 @@ def _switch_keys(switch_rows: list[tuple]) -> tuple[Column, Column]:
     return phase.otherwise(0), mask.otherwise(0).cast("long")
 
 
-def _writer_aggregate(records: DataFrame, switch_rows: list[tuple]) -> DataFrame:
+def writer_piggyback(switch_rows: list[tuple]) -> reader.PiggyBack:
     """Per run, writer and the strings behind the codes (and switch phase): records, last record time and the
-    earliest event time. Map-side combined, so it is small whatever the input size."""
-    is_sent = F.col("kind") == "sent"
-    phase, mask = _switch_keys(switch_rows)
-    ev = records.filter(F.col("kind").isin("sent", "received")).select(
-        "run_id", "ts", *CODED, "kind",
-        F.when(is_sent, F.col("send_ts")).otherwise(F.col("recv_ts")).alias("ev_ts"),
-        (is_sent & (F.col("outcome") == "accepted")).alias("accepted"))
-    return (ev.groupBy("run_id", F.when(is_sent, "sent").otherwise("received").alias("ledger"),
-                       F.when(is_sent, F.col("producer")).otherwise(F.col("consumer")).alias("writer"),
-                       *CODED, *[_code(c).alias(c + "_c") for c in CODED], "accepted",
-                       phase.alias("_phase"), mask.alias("_rate_mask"))
-            .agg(F.count(F.lit(1)).alias("records"), F.max("ts").alias("last_ts"),
-                 F.min("ev_ts").alias("first_ev_ts")))
+    earliest event time. Computed by the reader in its one pass over the input (``reader.statistics``), over
+    the valid ledger records only; small whatever the input size."""
+    kind = F.col("kind")
+    covered = F.col("_reason").isNull() & ~F.col("_blank") & kind.isin("sent", "received")
+    is_sent = kind == "sent"
+    ev_ts = F.when(is_sent, F.col("send_ts")).otherwise(F.col("recv_ts"))
+    phase, mask = _switch_keys(switch_rows, ev_ts)
+
+    def key(c: Column) -> Column:
+        return F.when(covered, c)
+
+    keys = {"ledger": key(F.when(is_sent, "sent").otherwise("received")), "run_id": key(F.col("run_id")),
+            "writer": key(F.when(is_sent, F.col("producer")).otherwise(F.col("consumer"))),
+            **{c: key(F.col(c)) for c in CODED}, **{c + "_c": key(_code(c)) for c in CODED},
+            "accepted": key(is_sent & (F.col("outcome") == "accepted")),
+            "_phase": key(phase), "_rate_mask": key(mask)}
+    return reader.PiggyBack(keys, {"last_ts": ("max", F.max(F.when(covered, F.col("ts")))),
+                                   "first_ev_ts": ("min", F.min(F.when(covered, ev_ts)))})
 
 
 def _per_switch(agg_rows: list[dict], switch_rows: list[tuple]) -> tuple[list[dict], list[dict]]:
@@ -218,11 +224,12 @@ def _decode(df: DataFrame, spark: SparkSession, dictionary: list[dict], cols: di
     return df
 
 
-def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple], switch_rows: list[tuple]
-              ) -> LedgerResult:
-    # Step 1 (small, map-side combined): writers, the code dictionary (its strings decode everything below) and
-    # the per-switch first receive and send rate.
-    dict_rows = [r.asDict() for r in _writer_aggregate(records, switch_rows).collect()]
+def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple], switch_rows: list[tuple],
+              writer_rows: list[dict]) -> LedgerResult:
+    """``writer_rows``: the reader's rows for ``writer_piggyback(switch_rows)``."""
+    # Step 1 (already aggregated by the reader's pass): writers, the code dictionary (its strings decode
+    # everything below) and the per-switch first receive and send rate.
+    dict_rows = writer_rows
     _check_codes(dict_rows)
     first_receive, send_rate = _per_switch(dict_rows, switch_rows)
     runinfo = spark.createDataFrame(runinfo_rows, RUNINFO_DDL).select(
