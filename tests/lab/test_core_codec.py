@@ -55,6 +55,19 @@ def test_delivery_annotations_added_and_removed():
     assert (decoded.body, decoded.id, decoded.delivery_count) == (1, 12345, 3)
 
 
+@pytest.mark.parametrize("index", range(len(MESSAGES)))
+def test_meta_without_delivery_annotations_equals_a_rescan(index):
+    raw = bytes(MESSAGES[index].encode())
+    tagged = codec.with_delivery_annotations(raw, codec.scan(raw), {symbol("x-opt-amq-mr-id"): 7, symbol("b"): "dc1"})
+    tmeta = codec.scan(tagged, want_annotations=True)
+    assert tmeta.da_start >= 0
+    stripped = codec.without_delivery_annotations(tagged, tmeta)
+    assert codec.meta_without_delivery_annotations(tmeta) == codec.scan(stripped)
+    # a message without delivery annotations keeps its offsets
+    plain = codec.scan(codec.without_delivery_annotations(raw, codec.scan(raw)))
+    assert codec.meta_without_delivery_annotations(plain) == plain
+
+
 def test_mirror_event_encoding_round_trips_through_proton():
     ann = {symbol("x-opt-amq-mr-ev-type"): symbol("postAck"), symbol("x-opt-amq-mr-qu"): "orders"}
     raw = codec.encode_event(ann, 4242, durable=True)

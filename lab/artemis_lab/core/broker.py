@@ -832,7 +832,7 @@ class Broker(Persistence, AttachHandling, BrokerManagement):
         event = ann.get(str(EVENT_TYPE))
         if event is None:
             stored = codec.without_delivery_annotations(raw, meta)
-            smeta = codec.scan(stored)
+            smeta = codec.meta_without_delivery_annotations(meta)
             address = da.get(str(INTERNAL_DESTINATION)) or smeta.to
             origin_node = str(da.get(str(BROKER_ID)) or node)
             if address is None:
