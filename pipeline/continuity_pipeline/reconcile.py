@@ -12,8 +12,9 @@ Shape of the work (what makes it scale):
   map-side-combined aggregate whose keys include each event's switch phase (``_switch_keys``), computed in the
   reader's pass over the input: no extra scan and no second shuffle of the events.
 - Out-of-order is one window over the received messages (partitioned by run, address, first consumer, producer).
-- Everything that reaches the driver is aggregated per run/address/switch/writer; the per-message exceptions
-  (lost, in doubt, duplicated, late, out of order) are a persisted DataFrame written as Parquet, never collected.
+- One grouped aggregate keyed by (run, address, msg_id of an exception or null) gives one row per run and address
+  plus one per exception (lost, in doubt, duplicated, late, out of order); it is cached, and the counts (collected:
+  small) and the exceptions table (written as Parquet, never collected) both read it.
 """
 
 from __future__ import annotations
