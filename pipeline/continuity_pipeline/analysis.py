@@ -144,15 +144,16 @@ def estimates(switch: dict, sample: dict | None, client_send_rate: float | None,
         notes.append(f"no runbook overhead for {kind} (no earlier switch, no rto_overhead_seconds): "
                      "counted as 0")
     if kind == "failover":
-        probes, interval = _number(params.get("loss_probes")), _number(params.get("loss_probe_interval"))
-        detection = None if overhead_basis == "history" else (
-            probes * interval if probes is not None and interval is not None else None)
-        rto = lagmodel.site_loss_rto_estimate(0.0 if overhead_basis == "history" else detection, overhead or 0.0)
-        if detection is None and overhead_basis != "history":
-            notes.append("detection time unknown (no loss_probes / loss_probe_interval in the run parameters)")
+        if overhead_basis == "history":
+            detection: float | None = 0.0  # the earlier failovers' observed overhead already includes detection
+        else:
+            probes, interval = _number(params.get("loss_probes")), _number(params.get("loss_probe_interval"))
+            detection = probes * interval if probes is not None and interval is not None else None
+        rto = lagmodel.site_loss_rto_estimate(detection, overhead or 0.0)
     if sample is None:
         out["notes"] = [*notes, "no lag sample of the old site before the switch"]
         if kind == "failover":
+            out["notes"] += rto.notes
             out.update(rto_seconds_estimated=rto.seconds, rto_basis=rto.basis, rto_drain_seconds=0.0,
                        rto_overhead_seconds=rto.overhead_seconds, rto_overhead_basis=overhead_basis)
         return out

@@ -27,7 +27,6 @@ from continuity_pipeline import validate
 # on the command line to read them as JSON lines.
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet", ".parq")
-INTERNAL = ("_file", "_line", "_block", "_mid", "_value", "_unparsed", "_blank", "_bad")
 
 
 @dataclass

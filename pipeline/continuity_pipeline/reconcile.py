@@ -37,9 +37,9 @@ COUNT_COLUMNS = (
     "duplicated_redelivery", "duplicated_distinct", "extra_deliveries_redelivered", "extra_deliveries_distinct",
     "late", "out_of_order", "rpo_messages",
 )
-CODED = ("address", "producer", "consumer", "site")
+CODED = ("address", "producer", "consumer", "site")  # strings carried as codes through the big shuffle
 STATUSES = ("delivered", "lost", "in_doubt", "not_accepted", "unexpected")
-DUPLICATES = ("redelivery", "distinct")  # code 0: not a duplicate  # strings carried as codes through the big shuffle
+DUPLICATES = ("redelivery", "distinct")  # code 0: not a duplicate
 
 # Per-event flag bits (one int column instead of five in the shuffle).
 SENT, ACCEPTED, UNCERTAIN, REDELIVERED, FRESH = 1, 2, 4, 8, 16
