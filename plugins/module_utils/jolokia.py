@@ -94,6 +94,21 @@ class BrokerError(JolokiaError):
     """JSON 500: an exception inside Artemis; ``error_type`` is the Artemis exception class."""
 
 
+class BrokerNotReady(JolokiaError):
+    """The broker's JVM answers Jolokia, but the broker cannot be managed yet: it is still starting (or stopping).
+
+    Seen on a real Artemis start: first JSON 404 ``Broker 'dc1' does not exist ... brokers there: none`` (no broker
+    MBean registered yet), then for up to ~13 s JSON 500 ``Broker is not started. It can not be managed yet``
+    (``java.lang.IllegalStateException``). Every wait treats it like a refused connection: not up yet.
+    """
+
+
+def is_not_started(status: int, error_type: Optional[str], error: Optional[str]) -> bool:
+    """The JSON 500 Artemis answers for every management call while the server is not started."""
+    return status == 500 and "not started" in (error or "").lower() and (
+        not error_type or error_type.endswith("IllegalStateException"))
+
+
 # -------------------------------------------------------------------------------------------- requests
 def read_request(mbean: str, attribute: Union[str, Sequence[str], None] = None, path: Optional[str] = None) -> dict:
     """A ``read`` item; ``attribute`` None = all attributes, a list = several. ``mbean`` may be a pattern."""
@@ -222,6 +237,9 @@ def error_from_item(request: Optional[dict], status: int, error_type: Optional[s
         if "overloaded" in msg:
             hint = "Give the operation with its signature, e.g. 'pause(boolean)' or 'pause()'"
         return BadRequest("Jolokia rejected %s: %s" % (what, msg), hint=hint, **kwargs)
+    if is_not_started(status, error_type, error):
+        return BrokerNotReady("Broker not ready for %s: %s" % (what, msg),
+                              hint="The broker is starting or stopping; wait for Started=true", **kwargs)
     if status == 500 or status >= 500:
         return BrokerError("Artemis failed %s: %s%s" % (what, msg, " [%s]" % error_type if error_type else ""),
                            **kwargs)
@@ -498,14 +516,18 @@ class JolokiaClient:
         if wanted is not None:
             if wanted in names:
                 return wanted
+            if not names:
+                raise BrokerNotReady("Broker %r is not registered at %s yet (no broker there)" % (wanted, self.url),
+                                     status=404, hint="The broker is still starting, or this is not the broker's "
+                                                      "Jolokia endpoint")
             raise NotFound("Broker %r does not exist at %s; brokers there: %s" % (
                 wanted, self.url, ", ".join(names) or "none"),
                 status=404, hint="Set 'broker_name' to one of them")
         if len(names) == 1:
             return names[0]
         if not names:
-            raise NotFound("No Artemis broker MBean found at %s" % self.url, status=404,
-                           hint="Is this the broker's Jolokia endpoint, and has the broker started?")
+            raise BrokerNotReady("No Artemis broker MBean found at %s" % self.url, status=404,
+                                 hint="The broker is still starting, or this is not the broker's Jolokia endpoint")
         raise BadRequest("Several brokers at %s (%s): set 'broker_name'" % (self.url, ", ".join(names)),
                          status=400)
 
@@ -522,6 +544,11 @@ class JolokiaClient:
             names = self.broker_names()
         except JolokiaError:
             return err
+        if not names:
+            # The JVM serves Jolokia before the broker registers its MBeans: a broker in its startup window.
+            return BrokerNotReady("Broker %r is not registered at %s yet (no broker there)" % (wanted, self.url),
+                                  status=404, error_type=err.error_type, error=err.error, request=err.request,
+                                  hint="The broker is still starting, or this is not the broker's Jolokia endpoint")
         if wanted not in names:
             hint = "Set 'broker_name' to one of them (or omit it to discover the only broker)"
             message = "Broker %r does not exist at %s; brokers there: %s" % (wanted, self.url,

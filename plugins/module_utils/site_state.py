@@ -385,7 +385,9 @@ class SiteCollector:
     """Snapshots of one site through one :class:`~jolokia.JolokiaClient`; caches the broker name.
 
     ``collect()`` raises the typed Jolokia error when the site cannot be read; ``collect_or_unreachable()``
-    returns ``{"reachable": False, "error": ...}`` instead (agent, failover probes).
+    returns ``{"reachable": False, "error": ...}`` instead (agent, failover probes, every wait) when the site
+    cannot serve yet: connection refused, not Jolokia, or a broker in its startup window
+    (:class:`~jolokia.BrokerNotReady`).
     """
 
     def __init__(self, client: j.JolokiaClient, broker_name: Optional[str] = None, site: Optional[str] = None,
@@ -487,7 +489,7 @@ class SiteCollector:
     def collect_or_unreachable(self, include_addresses: bool = False, include_acceptors: bool = True) -> dict:
         try:
             return self.collect(include_addresses, include_acceptors)
-        except (j.ConnectionFailed, j.ProtocolError) as exc:
+        except (j.ConnectionFailed, j.ProtocolError, j.BrokerNotReady) as exc:
             return unreachable(self.site, self.client.url, self.broker_name, exc, self._clock())
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from conftest import REPO, wait_for
 
-from artemis_lab.wan import WanLink, control
+from continuity_lab.wan import WanLink, control
 
 
 @pytest.fixture
@@ -123,19 +123,19 @@ def test_cut_drops_connections_and_refuses_new_then_restore(link: WanLink) -> No
 
 def test_cli_serve_and_ctl(echo: int, tmp_path: object) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "lab")}
-    proc = subprocess.Popen([sys.executable, "-m", "artemis_lab.wan", "serve", "--target", f"127.0.0.1:{echo}",
+    proc = subprocess.Popen([sys.executable, "-m", "continuity_lab.wan", "serve", "--target", f"127.0.0.1:{echo}",
                              "--name", "dc1-dc2", "--latency", "5"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None
         info = json.loads(proc.stdout.readline())
         port = int(info["listen"].rsplit(":", 1)[1])
         assert _roundtrip(port, b"hello") >= 0.009
-        out = subprocess.run([sys.executable, "-m", "artemis_lab.wan", "ctl", "--control", info["control"], "cut"],
+        out = subprocess.run([sys.executable, "-m", "continuity_lab.wan", "ctl", "--control", info["control"], "cut"],
                              capture_output=True, text=True, env=env, check=True)
         assert json.loads(out.stdout)["cut"] is True
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2)
-        subprocess.run([sys.executable, "-m", "artemis_lab.wan", "ctl", "--control", info["control"], "latency",
+        subprocess.run([sys.executable, "-m", "continuity_lab.wan", "ctl", "--control", info["control"], "latency",
                         "0"], check=True, capture_output=True, env=env)
         status = control(info["control"], "restore")
         assert status["cut"] is False and status["latency_ms"]["forward"] == 0

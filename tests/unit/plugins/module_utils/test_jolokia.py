@@ -312,3 +312,51 @@ def test_https_requires_valid_certificate_by_default():
     assert t._ssl_context.verify_mode == ssl.CERT_REQUIRED and t._ssl_context.check_hostname
     t = jolokia.HttpTransport("https://127.0.0.1:1/x", validate_certs=False)
     assert t._ssl_context.verify_mode == ssl.CERT_NONE
+
+
+class TestStartupWindow:
+    """What a real Artemis answers while it starts (ARTEMIS-FACTS 7) is 'not ready yet', never a config error."""
+
+    NOT_STARTED = {"error_type": "java.lang.IllegalStateException", "status": 500,
+                   "error": "java.lang.IllegalStateException : Broker is not started. It can not be managed yet"}
+    NO_MBEAN = {"error_type": "javax.management.InstanceNotFoundException", "status": 404,
+                "error": 'javax.management.InstanceNotFoundException : org.apache.activemq.artemis:broker="dc1"'}
+
+    def test_500_not_started_is_not_ready(self):
+        c = client((200, [self.NOT_STARTED]))
+        with pytest.raises(jolokia.BrokerNotReady, match="not ready") as info:
+            c.read(on.broker("dc1"), "Started")
+        assert info.value.status == 500
+
+    def test_other_500_stays_a_broker_error(self):
+        other = dict(self.NOT_STARTED, error="java.lang.IllegalStateException : queue is closed")
+        c = client((200, [other]))
+        with pytest.raises(jolokia.BrokerError) as info:
+            c.read(on.broker("dc1"), "Started")
+        assert not isinstance(info.value, jolokia.BrokerNotReady)
+
+    def test_404_with_no_broker_registered_is_not_ready(self):
+        c = client((200, [self.NO_MBEAN]), (200, [{"value": [], "status": 200}]))
+        with pytest.raises(jolokia.BrokerNotReady, match="not registered"):
+            c.read(on.broker("dc1"), "Started")
+
+    def test_404_for_a_wrong_name_beside_a_running_broker_stays_not_found(self):
+        c = client((200, [self.NO_MBEAN]),
+                   (200, [{"value": ['org.apache.activemq.artemis:broker="dc2"'], "status": 200}]))
+        with pytest.raises(jolokia.NotFound) as info:
+            c.read(on.broker("dc1"), "Started")
+        assert not isinstance(info.value, jolokia.BrokerNotReady) and "dc2" in str(info.value)
+
+    def test_discovery_with_no_broker_yet_is_not_ready(self):
+        c = client((200, [{"value": [], "status": 200}]))
+        with pytest.raises(jolokia.BrokerNotReady):
+            c.discover_broker("dc1")
+
+    def test_collector_reports_a_starting_broker_as_unreachable(self):
+        from ansible_collections.continuity.artemis.plugins.module_utils import site_state
+
+        collector = site_state.SiteCollector(None, broker_name="dc1", site="dc1")
+        items = len(site_state.snapshot_requests("dc1"))
+        collector.client = client((200, [self.NOT_STARTED] * items))
+        snap = collector.collect_or_unreachable()
+        assert snap["reachable"] is False and "not ready" in snap["error"]

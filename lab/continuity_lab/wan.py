@@ -6,8 +6,8 @@ cap in bytes/s. Latency is a timestamped queue per direction, so a slow link sti
 socket is closed: connection refused); `restore()` listens again on the same port.
 
 Python:  link = WanLink(("127.0.0.1", 5672)); link.start(); link.set_latency(20); link.cut(); link.restore()
-Shell:   python -m artemis_lab.wan serve --target 127.0.0.1:5672 [--listen 127.0.0.1:0] [--control 127.0.0.1:0]
-         python -m artemis_lab.wan ctl --control http://127.0.0.1:PORT latency 20 | bandwidth 100000 | cut |
+Shell:   python -m continuity_lab.wan serve --target 127.0.0.1:5672 [--listen 127.0.0.1:0] [--control 127.0.0.1:0]
+         python -m continuity_lab.wan ctl --control http://127.0.0.1:PORT latency 20 | bandwidth 100000 | cut |
                                                                       restore | status
 """
 
@@ -328,7 +328,7 @@ def _ctl(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m artemis_lab.wan", description="lab WAN link emulator")
+    p = argparse.ArgumentParser(prog="python -m continuity_lab.wan", description="lab WAN link emulator")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run one link (proxy + control endpoint) in the foreground")
     s.add_argument("--target", required=True, help="host:port the link forwards to")

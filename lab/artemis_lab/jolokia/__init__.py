@@ -1,1 +1,0 @@
-"""Jolokia 2 protocol endpoint of the lab broker (`/console/jolokia`): ObjectNames, request handling, HTTP."""
