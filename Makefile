@@ -1,5 +1,5 @@
 # continuity.artemis — one entry point for set-up, the lab, the tests and the demo.
-# Every target installs what it needs; a second run reuses .venv and the built lab archive.
+# Every target installs what it needs; a second run reuses .venv and the downloaded Artemis distribution.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -14,19 +14,18 @@ COLL_ROOT   := $(BUILD)/collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/continuity/artemis
 REQS        := requirements/controller.txt requirements/test.txt requirements/constraints.txt
 STAMP       := $(VENV)/.installed
-LAB_VERSIONS ?= 2.33.0 2.44.0
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
 export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule test lab-dist lab-up lab-down demo bench build constraints system-deps clean
+        test-traffic molecule test lab-up lab-down demo bench build constraints system-deps clean
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
 	@echo "make test   - set up everything and run every test layer (what CI runs)"
-	@echo "other: lab-up lab-down lab-dist bench build lint sanity unit test-lab test-integration"
+	@echo "other: lab-up lab-down bench build lint sanity unit test-lab test-integration"
 	@echo "       test-pipeline test-agent test-traffic molecule constraints clean"
 
 # --- environment --------------------------------------------------------------------------
@@ -67,42 +66,39 @@ sanity: venv
 unit: venv
 	bash tests/run-pytest.sh unit tests/unit
 
-test-lab: venv lab-dist
+test-lab: venv
 	bash tests/run-pytest.sh lab tests/lab
 
-test-integration: venv lab-dist
+test-integration: venv
 	bash tests/run-pytest.sh integration tests/integration
 
 test-pipeline: venv system-deps
 	bash tests/run-pytest.sh pipeline tests/pipeline
 
-test-agent: venv lab-dist system-deps
+test-agent: venv system-deps
 	bash tests/run-pytest.sh agent tests/agent
 
-test-traffic: venv lab-dist
+test-traffic: venv
 	bash tests/run-pytest.sh traffic tests/traffic
 
-molecule: venv lab-dist
+molecule: venv
 	bash tests/molecule.sh
 
 test: lint sanity unit test-lab test-traffic test-integration test-agent test-pipeline molecule
 	@echo "make test: every layer passed"
 
-# --- lab ----------------------------------------------------------------------------------
-lab-dist: venv
-	$(PY) -m artemis_lab.dist --out $(BUILD)/lab-dist $(foreach v,$(LAB_VERSIONS),--version $(v))
-
-lab-up: lab-dist
+# --- lab: real Apache Artemis (Maven Central, cached in build/downloads) deployed by the collection ---------
+lab-up: venv
 	bash lab/lab-up.sh
 
 lab-down: venv
 	bash lab/lab-down.sh
 
 # --- the main job ------------------------------------------------------------------------
-demo: lab-dist
+demo: venv
 	bash scripts/demo.sh
 
-bench: venv lab-dist
+bench: venv
 	bash benchmarks/run.sh
 
 build: venv

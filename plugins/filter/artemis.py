@@ -18,6 +18,7 @@
 * ``artemis_merge_security(a, b)``: security settings merged by match (roles united per permission).
 * ``artemis_acceptor_params(xml)``: ``{acceptor: {param: value}}`` of a broker.xml (to keep a fence).
 * ``artemis_roles_map(users)``: ``{role: [users]}`` for artemis-roles.properties.
+* ``artemis_create_tuning(xml)``: what ``artemis create`` tuned for the machine in the broker.xml it wrote.
 """
 
 import hashlib
@@ -201,6 +202,29 @@ def artemis_acceptor_params(xml_text):
     return out
 
 
+# <core> elements `artemis create` measures or chooses for the machine and journal type: journal-buffer-timeout and
+# page-sync-timeout come from its disk sync test, journal-max-io from the journal type, the critical analyzer from
+# its template. The role keeps them instead of falling back to Artemis' built-in defaults.
+CREATE_TUNED = ("journal-buffer-timeout", "journal-max-io", "page-sync-timeout", "critical-analyzer",
+                "critical-analyzer-timeout", "critical-analyzer-check-period", "critical-analyzer-policy")
+
+
+def artemis_create_tuning(xml_text):
+    """{element: text} of the CREATE_TUNED elements in the broker.xml `artemis create` wrote ('' -> {})."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(xml_text or "")
+    except ET.ParseError:
+        return {}
+    out = {}
+    for el in root.iter():
+        tag = el.tag.split("}", 1)[-1]
+        if tag in CREATE_TUNED and (el.text or "").strip():
+            out[tag] = el.text.strip()
+    return out
+
+
 def artemis_fence(xml_text, acceptor_names):
     """{acceptor: autoStart value} for the named acceptors that carry ``autoStart`` in a broker.xml text."""
     params = artemis_acceptor_params(xml_text)
@@ -272,6 +296,7 @@ class FilterModule:
             "artemis_roles_map": artemis_roles_map,
             "artemis_acceptor_params": artemis_acceptor_params,
             "artemis_fence": artemis_fence,
+            "artemis_create_tuning": artemis_create_tuning,
             "artemis_mirror_endpoints": artemis_mirror_endpoints,
             "artemis_mirror_grants": artemis_mirror_grants,
         }

@@ -424,6 +424,15 @@ class JolokiaClient:
         if status == 404 and not text.lstrip().startswith(("{", "[")):
             raise ProtocolError("Nothing at %s (HTTP 404): check the Jolokia path (usually /console/jolokia)"
                                 % self.url, status=404)
+        reason = next((v for k, v in (headers or {}).items() if k.lower() == "hawtio-forbidden-reason"), None)
+        if status == 403 and reason is not None and not text.strip():
+            # The stock web console (hawtio) answers a failed login with an empty 403 and this header, not 401.
+            raise AuthenticationError(
+                "Jolokia at %s rejected the credentials (HTTP 403 from the web console, Hawtio-Forbidden-Reason: "
+                "%s)" % (self.url, reason), status=403, request=req,
+                hint="Check 'username'/'password' against the broker's artemis-users.properties and that the user "
+                     "has a role in HAWTIO_ROLE (artemis.profile)" if self.username
+                else "Set 'username' and 'password': the broker requires login")
         if status == 403 and not text.lstrip().startswith(("{", "[")):
             raise PermissionDenied("HTTP 403 from %s: %s" % (self.url, text.strip()[:200]), status=403,
                                    hint="A proxy or the web server refused the request; check its access rules")

@@ -12,8 +12,6 @@ import glob
 import hashlib
 import json
 import os
-import random
-import socket
 import subprocess
 import threading
 import time
@@ -27,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 PY = VENV_BIN / "python"
 INVENTORY = ROOT / "inventories" / "lab" / "hosts.yml"
-DIST_DIR = Path(os.environ.get("LAB_DIST_DIR", ROOT / "build" / "lab-dist"))
 COLLECTIONS = ROOT / "build" / "collections"
 ADMIN_USER, ADMIN_PASSWORD = "admin", "lab-admin-secret"
 CLIENT_ACCEPTOR = "artemis"
@@ -38,30 +35,11 @@ CLIENT_OFFSET = {"dc1": 616, "dc2": 716}
 WAN_CONTROL_OFFSET = {"dc2-dc1": 910, "dc1-dc2": 911}
 
 
-def _port_free(port: int) -> bool:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # As the brokers and WAN links bind: SO_REUSEADDR, so TIME_WAIT leftovers of client connections (the
-    # ephemeral range overlaps 33000-39000) do not count as taken; a listener does.
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+def free_port_base() -> int:
+    """A free lab port block (the lab's own rule: lab/continuity_lab/labctl.py)."""
+    from continuity_lab import labctl
 
-
-def free_port_base(lo: int = 21000, hi: int = 31500, tries: int = 40) -> int:
-    # Below the kernel's ephemeral range (32768+): client sockets of concurrent test runs never take these ports.
-    """A LAB_PORT_BASE in [lo, hi) whose whole block base+100..base+1000 is free now. Random order, so two
-    test processes starting together rarely pick the same block (the inventory needs a number, not `auto`)."""
-    bases = list(range(lo, hi, 100))
-    random.shuffle(bases)
-    for base in bases[:tries]:
-        if all(_port_free(p) for p in range(base + 100, base + 1001)):
-            return base
-    raise RuntimeError(f"no free port block base+100..base+1000 found in {lo}-{hi} after {tries} tries")
+    return labctl.free_port_base()
 
 
 @dataclass
@@ -91,23 +69,20 @@ class Lab:
         self.base = base if base is not None else free_port_base()
         self.version = version
         self.env = {**os.environ, "LAB_ROOT": str(self.root), "LAB_PORT_BASE": str(self.base),
-                    "LAB_DIST_DIR": str(DIST_DIR), "LAB_ARTEMIS_VERSION": version,
+                    "LAB_ARTEMIS_VERSION": version,
                     "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
                     "PYTHONPATH": str(ROOT / "lab")}
         self.endpoints: dict = {}
         self._clients: dict = {}
 
     # ------------------------------------------------------------------ life cycle
-    def up(self, timeout: float = 300) -> None:
-        res = subprocess.run(["bash", str(ROOT / "lab" / "lab-up.sh"), "--script"], capture_output=True, text=True,
+    def up(self, timeout: float = 900) -> None:
+        """lab-up.sh: the collection deploys both real brokers and gives them their initial roles (dc1 active)."""
+        res = subprocess.run(["bash", str(ROOT / "lab" / "lab-up.sh")], capture_output=True, text=True,
                              env=self.env, timeout=timeout, cwd=ROOT)
         if res.returncode != 0:
             raise RuntimeError(f"lab-up failed (rc {res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
         self.endpoints = json.loads((self.root / "endpoints.json").read_text())
-        # Script mode starts both sites active: give them the collection's initial roles (dc1 active).
-        run = self.playbook("initial_roles.yml", timeout=timeout)
-        if run.rc != 0:
-            raise RuntimeError(f"initial_roles.yml failed (rc {run.rc}):\n{run.tail()}")
 
     def down(self) -> None:
         subprocess.run(["bash", str(ROOT / "lab" / "lab-down.sh")], capture_output=True, text=True, env=self.env,
@@ -190,7 +165,7 @@ class Lab:
     # ------------------------------------------------------------------ WAN
     def wan(self, link: str, action: str, ms: float | None = None) -> dict:
         """The link's control endpoint over HTTP (docs/lab.md): in-process, because a cut must land within
-        milliseconds of the trigger (a `python -m artemis_lab.wan ctl` process takes a second to start here)."""
+        milliseconds of the trigger (a `python -m continuity_lab.wan ctl` process takes a second to start here)."""
         import urllib.request
 
         body = {"ms": ms, "direction": "both"} if action == "latency" else {}

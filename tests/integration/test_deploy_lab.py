@@ -1,8 +1,8 @@
 """End to end on the lab: playbooks/deploy.yml with inventories/lab builds two mirrored sites from scratch.
 
 Each test module gets its own instance root and a free block of loopback ports, and stops only the brokers it
-started. Needs the lab archive (`make lab-dist`, or LAB_DIST_DIR pointing at a directory holding
-lab-artemis-<version>-bin.tar.gz).
+started. The brokers are real Apache Artemis (the inventory downloads the distribution once into
+build/downloads); the same deploy through the WAN emulator is what `lab-up.sh` does (tests/lab/test_lab_up.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -23,33 +22,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = os.environ.get("LAB_ARTEMIS_VERSION", "2.44.0")
-DIST_DIR = Path(os.environ.get("LAB_DIST_DIR", ROOT / "build" / "lab-dist"))
-ARCHIVE = DIST_DIR / f"lab-artemis-{VERSION}-bin.tar.gz"
 ADMIN = ("admin", "lab-admin-secret")  # inventories/lab/group_vars/artemis.yml
 PORT_OFFSETS = {"dc1": 0, "dc2": 100}  # inventories/lab/group_vars/dc*.yml
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not ARCHIVE.exists(), reason=f"lab archive {ARCHIVE} not built (make lab-dist)"),
-]
-
-
-def _free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+pytestmark = [pytest.mark.slow]
 
 
 def _port_base():
-    for _ in range(50):
-        base = random.randrange(30000, 45000, 1000)
-        ports = [base + o + p for o in PORT_OFFSETS.values() for p in (161, 616, 617)]
-        if all(_free(p) for p in ports):
-            return base
-    raise RuntimeError("no free port block")
+    from continuity_lab import labctl
+
+    return labctl.free_port_base()
 
 
 class Lab:
@@ -58,7 +40,7 @@ class Lab:
         self.base = base
         self.inventory = root / "inventory"
         shutil.copytree(ROOT / "inventories" / "lab", self.inventory)
-        self.env = dict(os.environ, LAB_ROOT=str(root / "lab"), LAB_DIST_DIR=str(DIST_DIR),
+        self.env = dict(os.environ, LAB_ROOT=str(root / "lab"),
                         LAB_PORT_BASE=str(base), LAB_ARTEMIS_VERSION=VERSION,
                         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
 
@@ -227,55 +209,3 @@ def test_changed_mirror_flag_restarts_only_that_broker_and_is_live(lab, first_de
     assert _wait(lambda: (lab.queue_count("dc2", "orders", "orders") or 0) >= 1)
     assert lab.address_exists("dc1", "Unfiltered")  # auto-created by the send
     assert not lab.address_exists("dc2", "Unfiltered")  # its creation was not mirrored: the new filter is live
-
-
-# --------------------------------------------------------------------------------------------------------
-# LAB_USE_WAN=1: the mirror URIs point at the WAN emulator ports instead of the peer's mirror acceptor
-# --------------------------------------------------------------------------------------------------------
-def _wan_port(lab, target_site):
-    return lab.base + (900 if target_site == "dc1" else 901)  # lab_wan_ports in inventories/lab
-
-
-@pytest.fixture(scope="module")
-def wan_lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("deploy-wan"), _port_base())
-    lab.env["LAB_USE_WAN"] = "1"
-    procs = {}
-    for target in PORT_OFFSETS:
-        mirror_port = lab.base + 617 + PORT_OFFSETS[target]
-        control = lab.base + 910 + (0 if target == "dc1" else 1)
-        procs[target] = subprocess.Popen(
-            [str(ROOT / ".venv" / "bin" / "python"), "-m", "artemis_lab.wan", "serve",
-             "--target", f"127.0.0.1:{mirror_port}", "--listen", f"127.0.0.1:{_wan_port(lab, target)}",
-             "--control", f"127.0.0.1:{control}", "--name", f"to-{target}"],
-            cwd=ROOT, env=lab.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    lab.wan_control = {t: f"http://127.0.0.1:{lab.base + 910 + i}" for i, t in enumerate(PORT_OFFSETS)}
-    try:
-        yield lab
-    finally:
-        lab.stop()
-        for proc in procs.values():  # only the links this fixture started, by pid
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
-def _wan_ctl(lab, target, *command):
-    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "artemis_lab.wan", "ctl",
-                           "--control", lab.wan_control[target], *command],
-                          cwd=ROOT, env=lab.env, capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-
-
-def test_mirror_through_the_wan_emulator(wan_lab):
-    proc = wan_lab.deploy()
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    conn = wan_lab.connections("dc1")["DC2"]
-    assert _connected(conn.get("connected"))
-    if "uri" in conn:  # listBrokerConnections reports the uri from 2.39
-        assert conn["uri"].endswith(f":{_wan_port(wan_lab, 'dc2')}")
-    # cutting the link into dc2 disconnects dc1's mirror: the traffic really goes through the emulator
-    _wan_ctl(wan_lab, "dc2", "cut")
-    assert _wait(lambda: not _connected(wan_lab.connections("dc1")["DC2"].get("connected")), 30)
-    assert _connected(wan_lab.connections("dc2")["DC1"].get("connected"))  # the other direction is untouched
-    _wan_ctl(wan_lab, "dc2", "restore")
-    assert _wait(lambda: _connected(wan_lab.connections("dc1")["DC2"].get("connected")), 60)

@@ -3,7 +3,8 @@ failover makes dc2 serve and records what was at risk (compared with the ledgers
 dc1 passive, syncs and hands the active role back, while a sampler checks that the two sites never serve at once.
 
 The two tests run in order on one private lab (module scope); the failback starts from where the failover left
-the sites (set up directly if the failover test did not get there). Needs `make venv` and `make lab-dist`.
+the sites (set up directly if the failover test did not get there). Needs `make venv`; the lab is real Artemis
+(downloaded once into build/downloads).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from runbook_support import (
-    DIST_DIR,
     Lab,
     RoleSampler,
     Traffic,
@@ -36,8 +36,6 @@ SAMPLE_INTERVAL = 0.5  # seconds between the at-risk samples of dc1 (the agent's
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if not (DIST_DIR / "lab-artemis-2.44.0-bin.tar.gz").exists():
-        pytest.skip("lab archive not built (make lab-dist)")
     the_lab = Lab(tmp_path_factory.mktemp("runbook-fo-lab"))
     try:
         the_lab.up()

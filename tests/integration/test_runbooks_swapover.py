@@ -3,7 +3,8 @@ from the traffic tool: --check changes nothing; a swap there and back loses and 
 a WAN cut during the drain rolls back to dc1; an interrupted swapover resumes and then reports no change.
 
 One private lab for the module (lab-up.sh --script on a free fixed port block + initial_roles.yml), torn down at
-the end. Every test starts from dc1 active / dc2 passive. Needs `make venv` and `make lab-dist`.
+the end. Every test starts from dc1 active / dc2 passive. Needs `make venv`; the lab is real Artemis
+(downloaded once into build/downloads).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 import time
 
 import pytest
-from runbook_support import DIST_DIR, Lab, Traffic, phases, read_jsonl, received_details, reconcile, validate_run_dir
+from runbook_support import Lab, Traffic, phases, read_jsonl, received_details, reconcile, validate_run_dir
 
 pytestmark = [pytest.mark.slow]
 
@@ -22,8 +23,6 @@ SWAP_PHASES = ["preflight", "quiesce", "drain", "activate"]
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if not (DIST_DIR / "lab-artemis-2.44.0-bin.tar.gz").exists():
-        pytest.skip("lab archive not built (make lab-dist)")
     the_lab = Lab(tmp_path_factory.mktemp("runbook-lab"))
     try:
         the_lab.up()

@@ -35,14 +35,13 @@ def wait_drained(lab, address: str, timeout: float = 30) -> None:
 
 
 @pytest.mark.slow
-def test_lab_60s_at_500_per_second_zero_loss_zero_duplicates(lab_takes_bursts, tmp_path, addr):
+def test_lab_60s_at_500_per_second_zero_loss_zero_duplicates(lab, tmp_path, addr):
     """The one long test: 60 s of traffic aimed at 500 msg/s (2 producers, 2 consumers, PLAIN, dual mirror), then
     a full drain; the ledgers reconcile to zero loss and zero duplicates and both sites end empty.
 
     The lab broker is Python on 2 shared cores: under load it accepts fewer than 500 msg/s and delivers in
     bursts, so the drain gets generous limits and the achieved rate is checked loosely (the tool's own pacing is
     checked exactly against the in-process broker in test_traffic_tool.py)."""
-    lab = lab_takes_bursts
     res = run_traffic("run", *lab_args(lab, addr, "dc1", "dc2"), "--rate", "500", "-P", "2", "-C", "2", "--duration",
                       "60", "--drain-timeout", "300", "--drain-idle", "5", "--evidence-dir", str(tmp_path),
                       "--run-id", "lab60", "--status-file", str(tmp_path / "status.json"), "--display", "log",
@@ -60,8 +59,7 @@ def test_lab_60s_at_500_per_second_zero_loss_zero_duplicates(lab_takes_bursts, t
     wait_drained(lab, addr)  # the consumers' acks reached dc2 through the mirror as well
 
 
-def test_lab_consumer_killed_and_restarted_shows_redelivered(lab_takes_bursts, tmp_path, addr):
-    lab = lab_takes_bursts
+def test_lab_consumer_killed_and_restarted_shows_redelivered(lab, tmp_path, addr):
     common = ["--evidence-dir", str(tmp_path), "--run-id", "labkill", "--display", "log"]
     prod = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "1", "-C", "0", "--rate", "200", "--name", "prod",
                          *common, env=env(lab), log=tmp_path / "prod.log")
@@ -100,13 +98,12 @@ def snf_backlog(lab, site: str) -> int:
     return lab.queue_count(site, "$ACTIVEMQ_ARTEMIS_MIRROR_" + lab.site(site)["mirror_connection"])
 
 
-def test_lab_clients_follow_a_swapover(lab_takes_bursts, tmp_path, addr):
+def test_lab_clients_follow_a_swapover(lab, tmp_path, addr):
     """A swapover done by hand the way the runbooks do it (acceptors over Jolokia): dc2 passive (client acceptor
     stopped), traffic on dc1; fence dc1, wait for both mirrors to drain, activate dc2. Clients keep retrying while
     no site serves and follow to dc2; nothing is lost, and a message received twice is either a resend of an
     in-doubt send or was acknowledged on dc1 just before the fence (an ack in flight when the acceptor dropped the
     connection never reaches dc1, so the message is still on dc2): never a duplicate from steady state."""
-    lab = lab_takes_bursts
     status = tmp_path / "s.json"
     lab.acceptor("dc2", "artemis", "stop")
     proc = None
@@ -155,9 +152,16 @@ def test_lab_wrong_password_exits_3_quickly(lab, tmp_path, addr):
     assert time.monotonic() - start < 20
 
 
-def test_lab_transacted_mode_is_refused_clearly(lab, tmp_path, addr):
-    # The lab broker has no transaction coordinator (amqp:not-implemented): the tool must say so and stop.
-    res = run_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "0", "-C", "1", "--ack-mode", "transacted",
-                      "--evidence-dir", str(tmp_path), "--run-id", "labtx", "--display", "quiet", env=env(lab),
-                      timeout=60)
-    assert res.returncode == 3 and "transacted is not supported" in res.stderr, res.stderr
+def test_lab_transacted_acks_reconcile(lab, tmp_path, addr):
+    """Artemis has an AMQP transaction coordinator: consumers acknowledge in transactions of 20, and the ledgers
+    still reconcile to no loss and no duplicate."""
+    res = run_traffic("run", *lab_args(lab, addr, "dc1"), "--rate", "200", "--ack-mode", "transacted",
+                      "--batch-size", "20", "--duration", "3", "--drain-timeout", "60", "--evidence-dir",
+                      str(tmp_path), "--run-id", "labtx", "--display", "quiet", env=env(lab), timeout=120)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    led = load_ledgers(tmp_path / "labtx")
+    assert not led.invalid and all(e is not None and e["clean"] for e in led.ends.values()), led.ends
+    rec = reconcile(led)
+    assert rec.accepted >= 400 and rec.lost == [] and rec.duplicates == {}
+    assert {r["ack_mode"] for r in led.received} == {"transacted"}
+    wait_drained(lab, addr)

@@ -178,3 +178,29 @@ def test_narrow_mirror_grant_keeps_the_broad_roles():
     # audit.x is covered by both # and audit.#
     assert merged["audit.x"]["browse"] == ["auditor"] and merged["audit.x"]["send"] == ["amq", "mirror"]
     assert merged["#"] == base[0]["permissions"]
+
+
+CREATED = """<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core">
+  <journal-type>NIO</journal-type><journal-buffer-timeout>148000</journal-buffer-timeout>
+  <journal-max-io>1</journal-max-io><critical-analyzer>true</critical-analyzer>
+  <critical-analyzer-policy>HALT</critical-analyzer-policy><page-sync-timeout>148000</page-sync-timeout>
+  <global-max-messages>-1</global-max-messages></core></configuration>"""
+
+
+def test_what_artemis_create_tuned_is_kept():
+    """journal-buffer-timeout comes from create's disk sync test on the host: the render keeps it (and the other
+    tuned settings); a value the variables set wins."""
+    from ansible_collections.continuity.artemis.plugins.filter.artemis import artemis_create_tuning
+
+    tuning = artemis_create_tuning(CREATED)
+    assert tuning == {"journal-buffer-timeout": "148000", "journal-max-io": "1", "critical-analyzer": "true",
+                      "critical-analyzer-policy": "HALT", "page-sync-timeout": "148000"}
+    xml = render("broker", "broker.xml.j2", {"broker_admin_password": "x"},
+                 {"broker__version": "2.44.0", "broker__create_tuning": tuning})
+    core = _doc(xml).find("{urn:activemq:core}core")
+    values = {el.tag.split("}")[1]: el.text for el in core}
+    assert {k: values.get(k) for k in tuning} == tuning
+    own = render("broker", "broker.xml.j2", {"broker_admin_password": "x", "broker_journal": {
+        "type": "NIO", "buffer_timeout": 500000}}, {"broker__version": "2.44.0", "broker__create_tuning": tuning})
+    assert own.count("<journal-buffer-timeout>") == 1 and "<journal-buffer-timeout>500000<" in own
+    assert artemis_create_tuning("") == {} and artemis_create_tuning("<not xml") == {}

@@ -360,3 +360,25 @@ class TestStartupWindow:
         collector.client = client((200, [self.NOT_STARTED] * items))
         snap = collector.collect_or_unreachable()
         assert snap["reachable"] is False and "not ready" in snap["error"]
+
+
+class TestWebConsoleLogin:
+    """The stock web console (hawtio) refuses a wrong login with an empty HTTP 403 and a Hawtio-Forbidden-Reason
+    header (seen on a real 2.44 lab), not the 401 of a bare Jolokia agent."""
+
+    class Hawtio(Scripted):
+        def post(self, body, headers, fresh=False):
+            self.sent.append((json.loads(body), headers, fresh))
+            return 403, {"hawtio-forbidden-reason": "NONE"}, b""
+
+    def test_empty_403_with_hawtio_reason_is_an_authentication_error(self):
+        c = jolokia.JolokiaClient("http://dc1:8161/console/jolokia", username="admin", password="wrong",
+                                  transport=self.Hawtio(), sleep=lambda s: None)
+        with pytest.raises(jolokia.AuthenticationError, match="rejected the credentials") as info:
+            c.version()
+        assert "wrong" not in str(info.value) and "HAWTIO_ROLE" in str(info.value)
+
+    def test_403_without_the_header_stays_a_proxy_refusal(self):
+        c = client((403, ""))
+        with pytest.raises(jolokia.PermissionDenied, match="proxy"):
+            c.version()
