@@ -20,7 +20,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule test lab-up lab-down demo bench build constraints system-deps clean
+        test-traffic molecule schemas test lab-up lab-down demo bench build constraints system-deps clean
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
@@ -60,10 +60,14 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ansible-lint --profile production --offline
 
-sanity: venv
+sanity: venv schemas
 	bash tests/sanity/run.sh
 
-unit: venv
+# The broker.xml schemas of the supported versions, from the Artemis jars on Maven Central (sha512 pinned).
+schemas: venv
+	$(PY) -m continuity_lab.schemas --out $(BUILD)/schemas --downloads $(BUILD)/downloads
+
+unit: venv schemas
 	bash tests/run-pytest.sh unit tests/unit
 
 test-lab: venv

@@ -8,7 +8,7 @@ cd "$root"
 export ANSIBLE_CONFIG="$root/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$root/build/collections"
 run_id="rehearsal-$(date -u +%Y%m%dT%H%M%SZ)"
 evidence="${CONTINUITY_EVIDENCE_DIR:-$root/build/evidence}"
-echo "== 1/2 lab: two sites deployed by playbooks/deploy.yml (lab broker emulating Artemis ${LAB_ARTEMIS_VERSION:-2.44.0})"
+echo "== 1/2 lab: two real Apache Artemis ${LAB_ARTEMIS_VERSION:-2.44.0} sites deployed by playbooks/deploy.yml"
 bash lab/lab-up.sh
 echo "== 2/2 rehearsal $run_id: swapover, swap back, failover drill, failback, pipeline"
 set +e

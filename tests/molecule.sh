@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the molecule scenarios of the broker and mirror roles (extensions/molecule/*) on the local lab hosts:
-# driver `default`, no containers. Needs the lab archive: `make lab-dist` (or LAB_DIST_DIR=<dir>).
+# driver `default`, no containers. The brokers are real Apache Artemis (downloaded once into build/downloads).
 #   bash tests/molecule.sh                 # every scenario
 #   bash tests/molecule.sh broker_single   # one
 set -euo pipefail
@@ -8,12 +8,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$root/ansible.cfg"
-export LAB_DIST_DIR="${LAB_DIST_DIR:-$root/build/lab-dist}"
-version="${LAB_ARTEMIS_VERSION:-2.44.0}"
-if [ ! -f "$LAB_DIST_DIR/lab-artemis-$version-bin.tar.gz" ]; then
-  echo "molecule: $LAB_DIST_DIR/lab-artemis-$version-bin.tar.gz is missing; run 'make lab-dist'" >&2
-  exit 1
-fi
 
 # A free block of loopback ports per scenario (each scenario uses base+{161,616,617} and +100 for a 2nd site).
 free_base() {

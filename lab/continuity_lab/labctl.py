@@ -1,6 +1,6 @@
 """The two-site lab: real Apache Artemis brokers (dc1, dc2) on this machine, deployed by the collection itself.
 
-`up` starts one WAN link per direction, runs playbooks/deploy.yml (roles broker + mirror: the real distribution
+`up` (idempotent: a second run converges) starts one WAN link per direction, runs playbooks/deploy.yml (roles broker + mirror: the real distribution
 from Maven Central, `artemis create`, broker.xml, process mode) and playbooks/initial_roles.yml (dc1 active, dc2
 passive) with inventories/lab, waits for both mirrors and writes `<root>/endpoints.json`. `down` stops everything
 `up` started, by pid. `status` prints what runs.
@@ -179,9 +179,8 @@ def playbook(plan: Plan, name: str, timeout: float = 900) -> None:
 
 
 def up(plan: Plan, timeout: float = 900) -> dict[str, Any]:
-    """WAN links, then the collection deploys both brokers through them, then the initial roles."""
-    if any(p["kind"] == "broker" and _alive(p.get("pid")) for p in _load_state(plan.root)["processes"]):
-        raise SystemExit(f"lab is already up ({_state_file(plan.root)}); run lab-down first")
+    """WAN links, then the collection deploys both brokers through them, then the initial roles. On a lab that is
+    already up this converges (the deploy reports no change and restarts nothing; the roles stay as they are)."""
     plan.root.mkdir(parents=True, exist_ok=True)
     (plan.root / "endpoints.json").unlink(missing_ok=True)
     wan_up(plan)
@@ -367,10 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     plan = make_plan()
     if args.command == "up":
+        was_up = any(p["kind"] == "broker" and _alive(p.get("pid")) for p in _load_state(plan.root)["processes"])
         try:
             endpoints = up(plan, args.timeout)
         except BaseException:
-            down(plan)  # leave nothing running behind a failed start
+            if not was_up:
+                down(plan)  # leave nothing running behind a failed start (a running lab is left as it was)
             raise
         _print_endpoints(endpoints)
         return 0

@@ -12,8 +12,8 @@
   obfuscation: anyone with the key decodes it; file permissions protect the secret.
 * ``artemis_unmask(value, key)``: the inverse, for tests and checks.
 * ``artemis_without_secrets(data)``: a copy with every ``password``-like key replaced by ``has_password``.
-* ``artemis_version_from_name(path)``: ``2.44.0`` from ``apache-artemis-2.44.0-bin.tar.gz`` or
-  ``lab-artemis-2.33.0-bin.zip``; ``''`` when the name carries no version.
+* ``artemis_version_from_name(path)``: ``2.44.0`` from ``apache-artemis-2.44.0-bin.tar.gz``; ``''`` when the
+  name carries no version.
 * ``artemis_home_dir(path)``: the archive's top directory name (``apache-artemis-2.44.0``).
 * ``artemis_merge_security(a, b)``: security settings merged by match (roles united per permission).
 * ``artemis_acceptor_params(xml)``: ``{acceptor: {param: value}}`` of a broker.xml (to keep a fence).
@@ -33,7 +33,7 @@ ITERATIONS = 1024
 SALT_BYTES = 32
 KEY_BYTES = 64
 DEFAULT_MASK_KEY = "clusterpassword"
-ARCHIVE_NAME = re.compile(r"^(?P<top>(?:apache|lab)-artemis-(?P<version>\d+\.\d+\.\d+)(?:[.-][A-Za-z0-9.]+?)?)"
+ARCHIVE_NAME = re.compile(r"^(?P<top>apache-artemis-(?P<version>\d+\.\d+\.\d+)(?:[.-][A-Za-z0-9.]+?)?)"
                           r"-bin\.(?:tar\.gz|tgz|zip)$")
 
 
@@ -120,7 +120,7 @@ def artemis_home_dir(path):
     if not m:
         name = os.path.basename(str(path or ""))
         raise AnsibleFilterError(
-            f"artemis_home_dir: {name!r} is not named <apache|lab>-artemis-<version>-bin.<tar.gz|zip>")
+            f"artemis_home_dir: {name!r} is not named apache-artemis-<version>-bin.<tar.gz|zip>")
     return m.group("top")
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from continuity_lab import labctl, wan
 
 from ansible_collections.continuity.artemis.plugins.module_utils import evidence, jolokia, objectname
+from continuity_lab import labctl, wan
 
 ROOT = Path(__file__).resolve().parents[2]
 

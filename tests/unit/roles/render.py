@@ -4,7 +4,6 @@ the way the template module does (trim_blocks, keep_trailing_newline), without a
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 
 import jinja2
@@ -18,15 +17,14 @@ from ansible_collections.continuity.artemis.plugins.filter.artemis import Filter
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLES = ROOT / "roles"
-SCHEMA_ROOT = Path(os.environ.get("ARTEMIS_SCHEMA_ROOT", ROOT.parent / "shared" / "artemis-schema"))
 VARS_DIR = Path(__file__).parent / "vars"
 
 
 def schema_versions() -> list[str]:
-    if not SCHEMA_ROOT.is_dir():
-        return []
-    return sorted((p.name for p in SCHEMA_ROOT.iterdir() if (p / "artemis-server.xsd").exists()),
-                  key=lambda s: tuple(int(x) for x in s.split(".")))
+    """The schema matrix taken from the Artemis jars (continuity_lab.schemas; `make schemas`)."""
+    from continuity_lab import schemas
+
+    return schemas.versions()
 
 
 def environment(role: str, native: bool = False) -> jinja2.Environment:

@@ -15,7 +15,9 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from .render import ROLES, ROOT, SCHEMA_ROOT
+from continuity_lab import schemas
+
+from .render import ROLES, ROOT
 
 
 def _spec(role):
@@ -89,8 +91,7 @@ def test_mirror_spec_rejects_and_names_the_variable(params, needle):
 # --------------------------------------------------------------------------------------------------------
 # real playbook runs: the failure happens before any host change
 # --------------------------------------------------------------------------------------------------------
-SCHEMA_244 = SCHEMA_ROOT / "2.44.0"
-needs_schema = pytest.mark.skipif(not SCHEMA_244.is_dir(), reason=f"no Artemis schema at {SCHEMA_244}")
+SCHEMA_244 = schemas.path("2.44.0")
 
 
 def _inventory(tmp_path: Path, site_vars: dict) -> Path:
@@ -150,14 +151,12 @@ def _untouched(tmp_path):
     return not (tmp_path / "opt").exists() and not (tmp_path / "instances").exists()
 
 
-@needs_schema
 def test_good_inventory_validates_without_touching_the_host(tmp_path):
     proc, out = _play(tmp_path, {"broker_validate_only": True})
     assert proc.returncode == 0, out[-4000:]
     assert _untouched(tmp_path)
 
 
-@needs_schema
 @pytest.mark.parametrize(
     ("site_vars", "needle"),
     [

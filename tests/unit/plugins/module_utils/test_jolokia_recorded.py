@@ -1,8 +1,9 @@
 """The client and the snapshot parser against responses recorded from a real Artemis 2.44.0 pair.
 
-The captures live outside the project (/work/shared/artemis-recorded, or $ARTEMIS_RECORDED); every test skips
-with the reason when they are absent. Each recorded HTTP answer (status and body) is replayed through the client's
-real decoding, so the typed errors are checked against Artemis' own shapes, not only against our fixtures.
+The captures live outside the project (../shared/artemis-recorded beside the checkout, or $ARTEMIS_RECORDED): a
+missing capture fails in CI (which always has ../shared) and skips with the reason elsewhere. Each recorded HTTP
+answer (status and body) is replayed through the client's real decoding, so the typed errors are checked against
+Artemis' own shapes, not only against our fixtures.
 """
 
 from __future__ import annotations

@@ -4,15 +4,14 @@ prints the XML (it holds masked passwords)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.continuity.artemis.plugins.modules import broker_config_validate
+from continuity_lab import schemas
 
-SCHEMA = Path("/work/shared/artemis-schema/2.44.0")
-needs_schema = pytest.mark.skipif(not SCHEMA.is_dir(), reason="no Artemis 2.44.0 schema at /work/shared/artemis-schema")
+SCHEMA = schemas.path("2.44.0")
 
 GOOD = """<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core"><name>dc1</name>
 <broker-connections><amqp-connection uri="tcp://b:1" name="DC2" user="mirror" password="ENC(-41e444c3ed07d6dd)">
@@ -28,7 +27,6 @@ def _run(capsys, **args):
     return exc.value.code, json.loads(out), out
 
 
-@needs_schema
 def test_valid_config_passes_and_reports_a_mirror_change_as_restart(capsys):
     code, result, out = _run(
         capsys,
@@ -45,7 +43,6 @@ def test_valid_config_passes_and_reports_a_mirror_change_as_restart(capsys):
     assert "ENC(-41e444c3ed07d6dd)" not in out  # no_log options are not echoed back
 
 
-@needs_schema
 def test_schema_and_semantic_errors_fail_together(capsys):
     bad = GOOD.format(sync="maybe")
     config = dict(CONFIG, connections=[{"name": "DC2", "uri": "tcp://b:1", "reconnect_attempts": 0}])
@@ -56,7 +53,6 @@ def test_schema_and_semantic_errors_fail_together(capsys):
     assert any("sync" in e and "(schema of Artemis 2.44.0)" in e for e in result["errors"])
 
 
-@needs_schema
 def test_missing_schema_is_an_error_not_a_silent_pass(capsys, tmp_path):
     code, result, _ = _run(
         capsys, xml=GOOD.format(sync="false"), version="2.44.0", config=CONFIG, schema_dir=str(tmp_path)
