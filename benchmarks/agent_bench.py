@@ -150,12 +150,11 @@ def create_queues(client: jolokia.JolokiaClient, broker: str, count: int) -> Non
 
 
 def lab(queues: int, cycles: int) -> dict[str, Any]:
-    from artemis_lab import labctl
+    from continuity_lab import labctl
 
     with tempfile.TemporaryDirectory() as tmp:
-        plan = labctl.make_plan({"LAB_ROOT": str(Path(tmp) / "lab"), "LAB_PORT_BASE": "auto",
-                                 "LAB_DIST_DIR": str(ROOT / "build" / "lab-dist")})
-        endpoints = labctl.up(plan, timeout=120)
+        plan = labctl.make_plan({"LAB_ROOT": str(Path(tmp) / "lab"), "LAB_PORT_BASE": "auto"})
+        endpoints = labctl.up(plan)
         try:
             sites = {}
             for name, s in endpoints["sites"].items():

@@ -103,7 +103,7 @@ def drain_detection(endpoints: dict[str, Any], wait_sleep: float, messages: int 
     import threading
 
     from ansible_collections.continuity.artemis.plugins.modules import mirror_wait
-    from artemis_lab import wan
+    from continuity_lab import wan
 
     dc1 = endpoints["sites"]["dc1"]
     control = endpoints["wan"]["dc1-dc2"]["control_url"]
@@ -208,11 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     if opts.endpoints:
         print(json.dumps(bench(json.loads(Path(opts.endpoints).read_text()), opts.queues, opts.runs, opts.interval)))
         return 0
-    from artemis_lab import labctl
+    from continuity_lab import labctl
 
     root = Path(tempfile.mkdtemp(prefix="jolokia-bench-"))
-    env = {"LAB_ROOT": str(root), "LAB_PORT_BASE": "auto", "LAB_ARTEMIS_VERSION": opts.version,
-           "LAB_DIST_DIR": os.environ.get("LAB_DIST_DIR", str(ROOT / "build" / "lab-dist"))}
+    env = {"LAB_ROOT": str(root), "LAB_PORT_BASE": "auto", "LAB_ARTEMIS_VERSION": opts.version}
     plan = labctl.make_plan({**os.environ, **env})
     try:
         endpoints = labctl.up(plan)

@@ -9,7 +9,6 @@ py="$root/.venv/bin/python"
 out="$root/build/bench"; mkdir -p "$out"
 export PYSPARK_PYTHON="$py" PYTHONPATH="$root/lab${PYTHONPATH:+:$PYTHONPATH}"
 declare -A cmd=(
-  [lab_broker]="benchmarks/lab_broker_throughput.py --rate 2000 --seconds 20 --size 1024"
   [wan_mirror]="benchmarks/wan_mirror_cut.py --rate 1000 --latency-ms 20 --warmup 20 --cut 60"
   [jolokia]="benchmarks/jolokia_bench.py --queues 1000 --runs 5"
   [runbooks]="benchmarks/runbook_bench.py --queues 100 --swaps 4"
@@ -18,7 +17,7 @@ declare -A cmd=(
   [pipeline]="benchmarks/pipeline_bench.py --events 10000000"
   [pipeline_100m]="benchmarks/pipeline_bench.py --events 100000000 --engines spark,spark-core,duckdb"
 )
-order=(lab_broker wan_mirror jolokia runbooks agent traffic pipeline pipeline_100m)
+order=(wan_mirror jolokia runbooks agent traffic pipeline pipeline_100m)
 IFS=, read -r -a wanted <<< "${BENCH:-$(IFS=,; echo "${order[*]}")}"
 status=0
 for name in "${wanted[@]}"; do

@@ -28,7 +28,7 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-from artemis_lab import labctl, wan
+from continuity_lab import labctl, wan
 
 
 class _Traffic(MessagingHandler):

@@ -60,6 +60,7 @@ FEATURES: Dict[str, tuple] = {
     "broker_connection_mbean": (2, 39, 0),
     "list_broker_connections_uri_connected": (2, 39, 0),
     "pending_mirror_acks": (2, 40, 0),
+    "queue_persisted_pause": (2, 41, 0),  # QueueControl.isPersistedPause (checked in the 2.40/2.41 client jars)
     "mirror_max_pending_acks": (2, 40, 0),
     # broker.xml elements the broker role renders (module_utils/broker_xml.py)
     "federation_element": (2, 31, 0),

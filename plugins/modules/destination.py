@@ -15,7 +15,9 @@ description:
   - Selects queues or addresses by O(names), O(prefix) and/or O(regex) (the union of the selectors) and brings them
     to O(state).
   - V(paused) and V(resumed) use C(pause(boolean)) and C(resume()) on queues or addresses. A paused queue keeps
-    accepting messages but delivers none. They are idempotent - the C(Paused) (and for queues C(PersistedPause))
+    accepting messages but delivers none. They are idempotent - the C(Paused) (and for queues C(PersistedPause),
+    readable from Artemis 2.41; before that RV(destinations) shows C(persisted_pause=null) and a queue that is
+    already paused is left as it is)
     attribute of every selected destination is read in one request and only destinations in the wrong state are
     changed, all in one request.
   - V(blocked) and V(unblocked) apply to addresses only (C(block()) stops producers, C(unblock()) lets them send
@@ -223,7 +225,8 @@ def main():
         for n in selected:
             e = current[n]
             if state == "paused":
-                if not e["paused"] or (kind == "queue" and p["persist"] and not e["persisted_pause"]):
+                # PersistedPause is readable from Artemis 2.41 (None before): an existing pause then counts as done.
+                if not e["paused"] or (kind == "queue" and p["persist"] and e["persisted_pause"] is False):
                     ops.append((n, "pause(boolean)", [p["persist"]]))
             elif state == "resumed":
                 if e["paused"]:

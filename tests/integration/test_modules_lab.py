@@ -177,7 +177,9 @@ def test_destination_pause_resume_and_block(lab):
     failed, res = run("destination", args, diff=True)
     assert not failed, res
     assert res["changed"] is True
-    assert res["destinations"]["orders"]["after"] == {"paused": True, "persisted_pause": True}
+    # PersistedPause exists from 2.41 (QueueControl); before, the module reports it as unknown
+    persisted = True if lab["version"] >= "2.41" else None
+    assert res["destinations"]["orders"]["after"] == {"paused": True, "persisted_pause": persisted}
     failed, res = run("destination", args)
     assert not failed and res["changed"] is False
     failed, res = run("destination", dict(args, state="resumed"))

@@ -1,0 +1,172 @@
+package io.continuity.artemis.plugin.guard;
+
+import java.io.IOException;
+import java.time.Instant;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+
+import io.continuity.artemis.plugin.clients.SessionInfo;
+import org.apache.activemq.artemis.api.core.SimpleString;
+import org.apache.activemq.artemis.core.server.Queue;
+
+/**
+ * The passive-site guard. While the site is passive, producers and consumers are refused unless they are the mirror
+ * (by user or acceptor) or the broker itself (its own outgoing connections such as the mirror source, management).
+ * Refusals are counted; the first refusal of each client connection is logged as an error, later ones only counted.
+ *
+ * <p>Left alone on purpose: sends to the management address (CLI tools and the console work on a passive site),
+ * consumers on temporary queues (their management replies), queue browsers (read only), and acks of messages delivered
+ * before the switch to passive.
+ */
+public final class PassiveSiteGuard {
+
+   /** Bound on remembered connections (entries leave when their connection is destroyed). */
+   private static final int MAX_LOGGED_CONNECTIONS = 10_000;
+
+   private final SiteRoleStore store;
+   private final Set<String> mirrorUsers;
+   private final Set<String> mirrorAcceptors;
+   private final SimpleString managementAddress;
+   private final String brokerName;
+   private final Consumer<String> errorLog;
+
+   private volatile SiteRole role;
+   private volatile Instant roleSince;
+   private final Set<Object> loggedConnections = ConcurrentHashMap.newKeySet();
+   private final AtomicLong refusedSends = new AtomicLong();
+   private final AtomicLong refusedConsumers = new AtomicLong();
+   private final AtomicLong refusedClients = new AtomicLong();
+
+   public PassiveSiteGuard(SiteRoleStore store, SiteRole initialRole, Set<String> mirrorUsers, Set<String> mirrorAcceptors,
+                           SimpleString managementAddress, String brokerName, Consumer<String> errorLog) {
+      this.store = store;
+      this.role = initialRole;
+      this.roleSince = Instant.now();
+      this.mirrorUsers = Set.copyOf(mirrorUsers);
+      this.mirrorAcceptors = Set.copyOf(mirrorAcceptors);
+      this.managementAddress = managementAddress;
+      this.brokerName = brokerName;
+      this.errorLog = errorLog;
+   }
+
+   public SiteRole role() {
+      return role;
+   }
+
+   public Instant roleSince() {
+      return roleSince;
+   }
+
+   public SiteRoleStore store() {
+      return store;
+   }
+
+   /** Persists, then applies, a new role. Returns the previous one. If the file cannot be written nothing changes. */
+   public synchronized SiteRole setRole(SiteRole newRole) throws IOException {
+      SiteRole previous = role;
+      Instant now = Instant.now();
+      store.save(newRole, now);
+      role = newRole;
+      if (previous != newRole) {
+         roleSince = now;
+         loggedConnections.clear(); // a new passive period logs each client again
+      }
+      return previous;
+   }
+
+   /** True for the mirror and the broker's own sessions. */
+   public boolean exempt(SessionInfo info) {
+      if (info == null || info.internal()) {
+         return true;
+      }
+      if (info.user() != null && mirrorUsers.contains(info.user())) {
+         return true;
+      }
+      return info.acceptor() != null && mirrorAcceptors.contains(info.acceptor());
+   }
+
+   /** Called before a message from a client session is routed. */
+   public void checkSend(SessionInfo info, SimpleString address) throws PassiveSiteException {
+      if (role == SiteRole.ACTIVE || exempt(info)) {
+         return;
+      }
+      if (address != null && managementAddress != null && address.equals(managementAddress)) {
+         return;
+      }
+      refusedSends.incrementAndGet();
+      throw refuse(info, "send to address '" + address + "'");
+   }
+
+   /** Whether a new consumer may exist; false means the caller must close it and throw {@link #refuseConsumer}. */
+   public boolean allowsConsumer(SessionInfo info, Queue queue, boolean browseOnly) {
+      if (role == SiteRole.ACTIVE || browseOnly || exempt(info)) {
+         return true;
+      }
+      return queue != null && queue.isTemporary();
+   }
+
+   public PassiveSiteException refuseConsumer(SessionInfo info, Queue queue) {
+      refusedConsumers.incrementAndGet();
+      return refuse(info, "consumer on queue '" + (queue == null ? null : queue.getName()) + "'");
+   }
+
+   /** Per-delivery check, so consumers opened before the switch to passive receive nothing more. */
+   public boolean allowsDelivery(SessionInfo info, Queue queue) {
+      if (role == SiteRole.ACTIVE) {
+         return true;
+      }
+      return exempt(info) || queue != null && queue.isTemporary();
+   }
+
+   private PassiveSiteException refuse(SessionInfo info, String what) {
+      String message = "Site of broker '" + brokerName + "' is PASSIVE (continuity site role, state file " +
+         store.file() + "): refused " + what + ". Connect producers and consumers to the active site.";
+      Object key = info.connectionId() == null ? info.name() : info.connectionId();
+      if (loggedConnections.size() < MAX_LOGGED_CONNECTIONS && loggedConnections.add(key)) {
+         refusedClients.incrementAndGet();
+         errorLog.accept(message + " Client: " + info.describe() +
+                            ". Further refusals for this connection are only counted (PassiveGuardRefusals).");
+      }
+      return new PassiveSiteException(message);
+   }
+
+   /** Forgets a destroyed connection so its entry does not linger. */
+   public void connectionDestroyed(Object connectionId) {
+      if (connectionId != null) {
+         loggedConnections.remove(connectionId);
+      }
+   }
+
+   public long refusedSends() {
+      return refusedSends.get();
+   }
+
+   public long refusedConsumers() {
+      return refusedConsumers.get();
+   }
+
+   public long refusals() {
+      return refusedSends.get() + refusedConsumers.get();
+   }
+
+   /** Client connections refused (and logged) so far. */
+   public long refusedClients() {
+      return refusedClients.get();
+   }
+
+   public Set<String> mirrorUsers() {
+      return mirrorUsers;
+   }
+
+   public Set<String> mirrorAcceptors() {
+      return mirrorAcceptors;
+   }
+
+   public void resetCounters() {
+      refusedSends.set(0);
+      refusedConsumers.set(0);
+      refusedClients.set(0);
+   }
+}
