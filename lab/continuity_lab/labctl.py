@@ -96,7 +96,12 @@ def make_plan(env: dict[str, str] | None = None) -> Plan:
     root = Path(env.get("LAB_ROOT") or REPO / "build" / "lab").absolute()
     version = env.get("LAB_ARTEMIS_VERSION") or DEFAULT_VERSION
     base_text = env.get("LAB_PORT_BASE") or "20000"
-    base = free_port_base() if base_text == "auto" else int(base_text)
+    if base_text == "auto":
+        # A lab root keeps the block it was given: a second `up`, `register` or `down` must find the same ports.
+        recorded = _load_state(root).get("port_base")
+        base = int(recorded) if recorded else free_port_base()
+    else:
+        base = int(base_text)
     sites = {s: SitePorts(base + HTTP + SITE_STEP * i, base + CLIENT + SITE_STEP * i, base + MIRROR + SITE_STEP * i)
              for i, s in enumerate(SITES)}
     listen = {s: base + WAN_LISTEN + i for i, s in enumerate(SITES)}
@@ -294,6 +299,7 @@ def wan_up(plan: Plan) -> dict[str, Any]:
     if any(p["kind"] == "wan" and _alive(p.get("pid")) for p in state["processes"]):
         return state.get("wan", {})
     state["processes"] = [p for p in state["processes"] if p["kind"] != "wan"]
+    state["port_base"] = plan.base
     state["wan"] = start_wan(plan, state)
     _save_state(root, state)
     return state["wan"]

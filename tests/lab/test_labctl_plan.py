@@ -43,3 +43,11 @@ def test_every_lab_version_has_a_pinned_checksum() -> None:
     sums = group["lab_artemis_sha512"]
     assert labctl.DEFAULT_VERSION in sums
     assert all(len(v) == 128 and int(v, 16) >= 0 for v in sums.values())
+
+
+def test_auto_base_is_kept_by_a_lab_root(tmp_path) -> None:
+    """A second `up` (or `down`) of the same LAB_ROOT must address the ports the lab was deployed on."""
+    first = labctl.make_plan({"LAB_ROOT": str(tmp_path), "LAB_PORT_BASE": "auto"})
+    labctl._save_state(tmp_path, {"processes": [], "port_base": first.base})
+    again = labctl.make_plan({"LAB_ROOT": str(tmp_path), "LAB_PORT_BASE": "auto"})
+    assert again.base == first.base
