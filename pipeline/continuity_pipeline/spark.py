@@ -26,6 +26,12 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
     # resources are spark-submit's and must not be overridden here.
     if not under_spark_submit():
         builder = builder.master(master or "local[2]")
+        if (master or "local").startswith("local"):
+            # Local mode talks to itself only: without this the driver (and the UI, when on) binds the host's
+            # first non-loopback interface. SPARK_LOCAL_IP is read by the JVM pyspark launches next.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = (builder.config("spark.driver.host", "127.0.0.1")
+                       .config("spark.driver.bindAddress", "127.0.0.1"))
     if driver_memory and not under_spark_submit():
         builder = builder.config("spark.driver.memory", driver_memory)
     builder = (builder
