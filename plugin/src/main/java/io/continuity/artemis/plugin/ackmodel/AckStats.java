@@ -71,6 +71,14 @@ public final class AckStats {
       }
    }
 
+   public static double deliveriesPerSecond(WindowSnapshot s) {
+      return s.ratePerSecond(DELIVERED);
+   }
+
+   public static double acksPerSecond(WindowSnapshot s) {
+      return s.ratePerSecond(ACKED);
+   }
+
    /** Acks per ack call in the window; 0 when there was no ack call. */
    public static double acksPerCall(WindowSnapshot s) {
       long calls = s.count(ACK_CALLS);

@@ -48,6 +48,11 @@ public final class ReplicationStats {
       totals[counter].increment();
    }
 
+   /** Samples of a window whose origin time was ahead of this broker's clock. */
+   public static long clockSkewSamples(WindowSnapshot s) {
+      return s.count(CLOCK_SKEW);
+   }
+
    public WindowSnapshot snapshot() {
       return window.snapshot();
    }
