@@ -264,10 +264,14 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
          SessionInfo info = session == null ? null : sessions.get(session);
          if (!g.allowsConsumer(info, consumer.getQueue(), consumer.isBrowseOnly())) {
             PassiveSiteException refusal = g.refuseConsumer(info, consumer.getQueue());
+            // Detach the consumer from its queue and session without close(): close() would publish a
+            // CONSUMER_CLOSED notification for a consumer whose CONSUMER_CREATED was never sent (the exception below
+            // aborts createConsumer before it), skewing the post office's consumer counts. Nothing was delivered to it:
+            // canAccept refuses every delivery to a refused client.
             try {
-               consumer.close(false);
+               consumer.removeItself();
             } catch (Exception e) {
-               LOG.warn("continuity plugin: closing refused consumer {} failed: {}", consumer.getID(), e.toString());
+               LOG.warn("continuity plugin: detaching refused consumer {} failed: {}", consumer.getID(), e.toString());
             }
             throw refusal;
          }
