@@ -31,7 +31,7 @@ import tarfile
 import tempfile
 import zipfile
 
-from ansible_collections.continuity.artemis.plugins.module_utils import versions
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role, versions
 
 CORE_NS = "urn:activemq:core"
 
@@ -411,6 +411,15 @@ def connections_from_xml(xml_text):
     return out
 
 
+def _acceptors(core):
+    """{name: (scheme://host:port, {param: value})} of the <acceptors>: what Artemis reads, not the text."""
+    out = {}
+    for acc in core.iter("{%s}acceptor" % CORE_NS):
+        base, params = site_role.split_acceptor_uri(acc.text or "")
+        out[acc.get("name")] = (base, dict(params))
+    return out
+
+
 def restart_reasons(old_xml, new_xml, version):
     """Why the change old -> new needs a restart; [] when the broker's reload applies it (or nothing changed)."""
     if not old_xml:
@@ -434,6 +443,8 @@ def restart_reasons(old_xml, new_xml, version):
     for name in sorted(set(a) | set(b)):
         if a.get(name) == b.get(name):
             continue
+        if name == "acceptors" and _acceptors(old) == _acceptors(new):
+            continue  # the same acceptors with their URI parameters in another order
         if name in RELOADABLE and name != "broker-connections":
             continue
         if name == "broker-connections":

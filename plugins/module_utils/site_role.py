@@ -78,8 +78,18 @@ def join_acceptor_uri(base, params):
     return base + "?" + ";".join("%s=%s" % (k, v) for k, v in params)
 
 
+def _canonical_order(params):
+    """The order the broker role renders: ``protocols`` first, then the keys sorted case-insensitively."""
+    keys = [k for k, _v in params if k != "protocols"]
+    return keys == sorted(keys, key=str.lower)
+
+
 def set_uri_param(uri, key, value):
-    """Set (or add) one parameter of an acceptor URI, leaving every other parameter as it was."""
+    """Set (or add) one parameter of an acceptor URI, leaving every other parameter as it was.
+
+    A new key goes where the broker role's template puts it when the URI is in the role's order, so a fenced
+    file and the role's next render are the same text (a re-deploy changes nothing); otherwise it is appended.
+    """
     base, params = split_acceptor_uri(uri)
     out = []
     found = False
@@ -91,7 +101,10 @@ def set_uri_param(uri, key, value):
         else:
             out.append((k, v))
     if not found:
-        out.append((key, value))
+        at = len(out)
+        if _canonical_order(out):
+            at = next((i for i, (k, _v) in enumerate(out) if k != "protocols" and k.lower() > key.lower()), len(out))
+        out.insert(at, (key, value))
     return join_acceptor_uri(base, out)
 
 

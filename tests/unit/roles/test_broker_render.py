@@ -199,3 +199,28 @@ def test_what_artemis_create_tuned_is_kept():
         "type": "NIO", "buffer_timeout": 500000}}, {"broker__version": "2.44.0", "broker__create_tuning": tuning})
     assert own.count("<journal-buffer-timeout>") == 1 and "<journal-buffer-timeout>500000<" in own
     assert artemis_create_tuning("") == {} and artemis_create_tuning("<not xml") == {}
+
+
+def test_a_fence_written_by_a_runbook_equals_the_next_render():
+    """A passive site's broker.xml (fenced by site_role) and the role's next render must be the same text and
+    need no restart: otherwise every re-deploy restarts the passive broker (seen on the real lab)."""
+    from ansible_collections.continuity.artemis.plugins.filter.artemis import artemis_fence
+    from ansible_collections.continuity.artemis.plugins.module_utils import site_role
+
+    plain = render("broker", "broker.xml.j2", {"broker_admin_password": "x"}, {"broker__version": "2.44.0"})
+    fenced, changed = site_role.set_acceptors_auto_start(plain, ["artemis"], False)
+    assert changed == ["artemis"]
+    again = render("broker", "broker.xml.j2", {"broker_admin_password": "x"},
+                   {"broker__version": "2.44.0", "broker__fence": artemis_fence(fenced, ["artemis"])})
+    assert again == fenced
+
+
+def test_parameter_order_alone_needs_no_restart():
+    from ansible_collections.continuity.artemis.plugins.module_utils import broker_xml
+
+    xml = ('<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core"><acceptors>'
+           '<acceptor name="a">tcp://h:1?{}</acceptor></acceptors></core></configuration>')
+    one, two = xml.format("protocols=AMQP;autoStart=false;b=1"), xml.format("b=1;autoStart=false;protocols=AMQP")
+    assert broker_xml.restart_reasons(one, two, "2.44.0") == []
+    three = xml.format("protocols=AMQP;autoStart=true;b=1")
+    assert broker_xml.restart_reasons(one, three, "2.44.0") != []
