@@ -45,7 +45,7 @@ public final class AckModelTracker {
    private static final int MAX_PENDING_TX = 100_000;
    /** Consumers listed per address in the JSON (the ones with most deliveries in flight first). */
    private static final int MAX_CONSUMERS_LISTED = 50;
-   private static final int MAX_RECENTLY_CLOSED = 1024;
+   private static final int MAX_RECENTLY_CLOSED = 256;
 
    private final ActiveMQServer server;
    private final SessionRegistry sessions;
@@ -120,7 +120,7 @@ public final class AckModelTracker {
       ConsumerAckStats cs = stats(consumer);
       DeliveryStamp stamp = ref.getProtocolData(DeliveryStamp.class);
       long deliveredNanos = stamp != null && stamp.consumerSequence == consumer.sequentialID() ? stamp.deliveredNanos : -1;
-      AckMode mode = AckModeClassifier.classify(cs.info, cs.session, tx);
+      AckMode mode = AckModeClassifier.classify(cs.info, cs.session(), tx);
       cs.lastMode = mode;
       AckBatch.Entry entry = new AckBatch.Entry(cs, mode, deliveredNanos);
       if (tx == null) {

@@ -1,5 +1,6 @@
 package io.continuity.artemis.plugin.ackmodel;
 
+import java.lang.ref.WeakReference;
 import java.util.concurrent.atomic.LongAdder;
 
 import io.continuity.artemis.plugin.clients.SessionInfo;
@@ -11,7 +12,8 @@ import org.apache.activemq.artemis.core.server.ServerSession;
 final class ConsumerAckStats {
 
    final ServerConsumer consumer;
-   final ServerSession session;
+   /** Weak: a closed consumer's entry lingers a while (acks can commit after the close) and must not pin its session. */
+   private final WeakReference<ServerSession> session;
    final SessionInfo info;
    final String addressKey;
    final LongAdder delivered = new LongAdder();
@@ -21,9 +23,13 @@ final class ConsumerAckStats {
 
    ConsumerAckStats(ServerConsumer consumer, ServerSession session, SessionInfo info, String addressKey) {
       this.consumer = consumer;
-      this.session = session;
+      this.session = new WeakReference<>(session);
       this.info = info;
       this.addressKey = addressKey;
+   }
+
+   ServerSession session() {
+      return session.get();
    }
 
    /** Deliveries the broker has handed to this consumer that are not acknowledged (committed) yet. */
