@@ -10,7 +10,6 @@ import io.continuity.artemis.plugin.ackmodel.AckModelTracker;
 import io.continuity.artemis.plugin.clients.AcceptorResolver;
 import io.continuity.artemis.plugin.clients.SessionInfo;
 import io.continuity.artemis.plugin.clients.SessionRegistry;
-import io.continuity.artemis.plugin.guard.PassiveSiteException;
 import io.continuity.artemis.plugin.guard.PassiveSiteGuard;
 import io.continuity.artemis.plugin.guard.SiteRole;
 import io.continuity.artemis.plugin.guard.SiteRoleStore;
@@ -19,6 +18,7 @@ import io.continuity.artemis.plugin.jmx.ControlRegistration;
 import io.continuity.artemis.plugin.replication.ReplicationLatencyTracker;
 import io.continuity.artemis.plugin.stats.TimeSource;
 import org.apache.activemq.artemis.api.core.ActiveMQException;
+import org.apache.activemq.artemis.api.core.ActiveMQSecurityException;
 import org.apache.activemq.artemis.api.core.Message;
 import org.apache.activemq.artemis.api.core.RoutingType;
 import org.apache.activemq.artemis.api.core.SimpleString;
@@ -263,7 +263,7 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
          ServerSession session = server.getSessionByID(consumer.getSessionID());
          SessionInfo info = session == null ? null : sessions.get(session);
          if (!g.allowsConsumer(info, consumer.getQueue(), consumer.isBrowseOnly())) {
-            PassiveSiteException refusal = g.refuseConsumer(info, consumer.getQueue());
+            ActiveMQSecurityException refusal = g.refuseConsumer(info, consumer.getQueue());
             // Detach the consumer from its queue and session without close(): close() would publish a
             // CONSUMER_CLOSED notification for a consumer whose CONSUMER_CREATED was never sent (the exception below
             // aborts createConsumer before it), skewing the post office's consumer counts. Nothing was delivered to it:

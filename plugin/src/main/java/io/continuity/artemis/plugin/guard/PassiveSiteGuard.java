@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 
 import io.continuity.artemis.plugin.clients.SessionInfo;
+import org.apache.activemq.artemis.api.core.ActiveMQSecurityException;
 import org.apache.activemq.artemis.api.core.SimpleString;
 import org.apache.activemq.artemis.core.server.Queue;
 
@@ -15,6 +16,10 @@ import org.apache.activemq.artemis.core.server.Queue;
  * The passive-site guard. While the site is passive, producers and consumers are refused unless they are the mirror
  * (by user or acceptor) or the broker itself (its own outgoing connections such as the mirror source, management).
  * Refusals are counted; the first refusal of each client connection is logged as an error, later ones only counted.
+ *
+ * <p>A refusal is an {@link ActiveMQSecurityException}: a core client gets it as such (JMS: JMSSecurityException), and
+ * the AMQP protocol turns it into an {@code amqp:unauthorized-access} error on the refused link or delivery while
+ * the connection stays up (any other exception type closes the whole AMQP connection as an internal error).
  *
  * <p>Left alone on purpose: sends to the management address (CLI tools and the console work on a passive site),
  * consumers on temporary queues (their management replies), queue browsers (read only), and acks of messages delivered
@@ -88,7 +93,7 @@ public final class PassiveSiteGuard {
    }
 
    /** Called before a message from a client session is routed. */
-   public void checkSend(SessionInfo info, SimpleString address) throws PassiveSiteException {
+   public void checkSend(SessionInfo info, SimpleString address) throws ActiveMQSecurityException {
       if (role == SiteRole.ACTIVE || exempt(info)) {
          return;
       }
@@ -107,7 +112,7 @@ public final class PassiveSiteGuard {
       return queue != null && queue.isTemporary();
    }
 
-   public PassiveSiteException refuseConsumer(SessionInfo info, Queue queue) {
+   public ActiveMQSecurityException refuseConsumer(SessionInfo info, Queue queue) {
       refusedConsumers.incrementAndGet();
       return refuse(info, "consumer on queue '" + (queue == null ? null : queue.getName()) + "'");
    }
@@ -120,16 +125,19 @@ public final class PassiveSiteGuard {
       return exempt(info) || queue != null && queue.isTemporary();
    }
 
-   private PassiveSiteException refuse(SessionInfo info, String what) {
+   private ActiveMQSecurityException refuse(SessionInfo info, String what) {
       String message = "Site of broker '" + brokerName + "' is PASSIVE (continuity site role, state file " +
          store.file() + "): refused " + what + ". Connect producers and consumers to the active site.";
       Object key = info.connectionId() == null ? info.name() : info.connectionId();
-      if (loggedConnections.size() < MAX_LOGGED_CONNECTIONS && loggedConnections.add(key)) {
+      if (loggedConnections.size() >= MAX_LOGGED_CONNECTIONS) {
+         loggedConnections.clear(); // bounded memory; at worst a client is logged once more
+      }
+      if (loggedConnections.add(key)) {
          refusedClients.incrementAndGet();
          errorLog.accept(message + " Client: " + info.describe() +
                             ". Further refusals for this connection are only counted (PassiveGuardRefusals).");
       }
-      return new PassiveSiteException(message);
+      return new ActiveMQSecurityException(message);
    }
 
    /** Forgets a destroyed connection so its entry does not linger. */
