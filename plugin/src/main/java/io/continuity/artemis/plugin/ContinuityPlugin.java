@@ -70,6 +70,7 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
    private volatile ControlRegistration registration;
    private volatile Instant statisticsSince = Instant.now();
    private ActivateCallback stopCallback;
+   private ActiveMQServer callbackServer;
    private final AtomicLong lastHookErrorLog = new AtomicLong();
 
    public ContinuityPlugin() {
@@ -95,7 +96,11 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
    public synchronized void registered(ActiveMQServer server) {
       this.server = server;
       Path dataDir = server.getConfiguration().getJournalLocation().toPath().toAbsolutePath().getParent();
-      SiteRoleStore store = new SiteRoleStore(config.stateFileOr(dataDir));
+      Path stateFile = config.stateFileOr(dataDir);
+      if (!stateFile.isAbsolute() && server.getConfiguration().getBrokerInstance() != null) {
+         stateFile = server.getConfiguration().getBrokerInstance().toPath().resolve(stateFile); // as Artemis does for its directories
+      }
+      SiteRoleStore store = new SiteRoleStore(stateFile.toAbsolutePath());
       SiteRoleStore.Loaded loaded = store.load(config.initialRole());
       if (loaded.problem() != null) {
          LOG.error("continuity plugin: {}; starting PASSIVE (fail closed). Fix or remove the file, or call setSiteRole.", loaded.problem());
@@ -122,6 +127,9 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
       } catch (Exception e) {
          LOG.error("continuity plugin: cannot register MBean {}: {}", reg.name(), e.toString());
       }
+      if (stopCallback != null && callbackServer != null) {
+         callbackServer.unregisterActivateCallback(stopCallback); // registered again by a restart of the same broker object
+      }
       stopCallback = new ActivateCallback() {
          @Override
          public void stop(ActiveMQServer s) {
@@ -134,6 +142,7 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
          }
       };
       server.registerActivateCallback(stopCallback);
+      callbackServer = server;
       LOG.info("continuity plugin: site role {} ({} {}), MBean {}, mirror-users={}, mirror-acceptors={}",
                loaded.role().label(), loaded.source(), store.file().toAbsolutePath(), reg.name(), config.mirrorUsers(),
                config.mirrorAcceptors());
@@ -145,6 +154,7 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
       if (stopCallback != null) {
          server.unregisterActivateCallback(stopCallback);
          stopCallback = null;
+         callbackServer = null;
       }
    }
 

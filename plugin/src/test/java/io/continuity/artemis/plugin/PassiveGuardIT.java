@@ -214,6 +214,14 @@ class PassiveGuardIT {
          var values = EmbeddedBroker.MBEANS.getAttributes(b.mbean(), names);
          assertEquals(names.length, values.size());
          values.asList().forEach(v -> assertNotNull(v.getValue(), v.getName()));
+
+         // the same server object restarted (the embedded pattern): same plugin instance, registered again
+         b.invoke("setSiteRole", "passive");
+         b.server().stop();
+         assertThrows(InstanceNotFoundException.class, () -> b.attribute("SiteRole"));
+         b.server().start();
+         assertTrue(b.server().waitForActivation(30, java.util.concurrent.TimeUnit.SECONDS));
+         assertEquals("passive", b.attribute("SiteRole"));
       } finally {
          b.close();
       }

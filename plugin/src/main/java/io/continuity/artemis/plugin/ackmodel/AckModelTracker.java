@@ -53,6 +53,8 @@ public final class AckModelTracker {
    private final boolean includeInternal;
    private final AckStats all;
    private final BoundedRegistry<AckStats> addresses;
+   /** Never written: stands in for addresses that have deliveries in flight but no statistics yet. */
+   private final AckStats empty;
    private final Map<Long, ConsumerAckStats> consumers = new ConcurrentHashMap<>();
    /** Recently closed consumers: acks of their deliveries can still commit after the close (JMS close-then-commit). */
    private final Map<Long, ConsumerAckStats> recentlyClosed = Collections.synchronizedMap(new LinkedHashMap<>(64, 0.75f, false) {
@@ -71,6 +73,7 @@ public final class AckModelTracker {
       this.includeInternal = includeInternal;
       this.all = new AckStats(time, windowMillis, slots);
       this.addresses = new BoundedRegistry<>(maxAddresses, k -> new AckStats(time, windowMillis, slots));
+      this.empty = new AckStats(time, windowMillis, slots);
    }
 
    private boolean tracked(Queue queue) {
@@ -278,7 +281,7 @@ public final class AckModelTracker {
       for (String key : keys.keySet()) {
          AckStats s = stats.get(key);
          if (s == null) {
-            s = addresses.get(key);
+            s = empty; // only deliveries in flight known here (e.g. consumers older than the plugin): nothing to register
          }
          json.name(key).beginObject();
          s.writeMembers(json, inFlight.getOrDefault(key, 0L));
