@@ -63,7 +63,13 @@ class JolokiaError(Exception):
 
 
 class ConnectionFailed(JolokiaError):
-    """Could not talk HTTP to the Jolokia URL (DNS, refused, timeout, TLS, reset)."""
+    """Could not talk HTTP to the Jolokia URL (DNS, refused, timeout, TLS, reset).
+
+    ``stale`` is true when a kept-alive connection turned out to be closed by the server before it answered
+    (the web server's idle timeout): the request never reached the broker.
+    """
+
+    stale = False
 
 
 class ProtocolError(JolokiaError):
@@ -292,6 +298,7 @@ class HttpTransport:
     def post(self, body: bytes, headers: Dict[str, str], fresh: bool = False) -> Tuple[int, Dict[str, str], bytes]:
         if fresh:
             self.close()
+        reused = self._conn is not None
         if self._conn is None:
             self._conn = self._connect()
         try:
@@ -305,7 +312,10 @@ class HttpTransport:
             return resp.status, hdrs, data
         except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
             self.close()
-            raise ConnectionFailed(_connection_message(self, exc)) from exc
+            failed = ConnectionFailed(_connection_message(self, exc))
+            failed.stale = reused and isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError,
+                                                       BrokenPipeError))
+            raise failed from exc
 
 
 def _connection_message(t: HttpTransport, exc: BaseException) -> str:
@@ -399,8 +409,7 @@ class JolokiaClient:
             fresh = (not safe) and idle > self.idle_reconnect
             started = time.monotonic()
             try:
-                self.request_count += 1
-                status, headers, data = self.transport.post(body, self._headers(), fresh=fresh)
+                status, headers, data = self._send(body, fresh, safe)
             except ConnectionFailed as exc:
                 last = exc
                 continue
@@ -412,6 +421,18 @@ class JolokiaClient:
         if attempts > 1:
             raise ConnectionFailed("%s (after %d attempts)" % (last, attempts)) from last
         raise last
+
+    def _send(self, body: bytes, fresh: bool, safe: bool) -> Tuple[int, Dict[str, str], bytes]:
+        self.request_count += 1
+        try:
+            return self.transport.post(body, self._headers(), fresh=fresh)
+        except ConnectionFailed as exc:
+            if not (safe and exc.stale):
+                raise
+        # The web server had closed the kept-alive connection (its idle timeout) before reading the request:
+        # it never reached the broker, so a read goes out again at once on a new connection, whatever `retries`.
+        self.request_count += 1
+        return self.transport.post(body, self._headers(), fresh=True)
 
     def _decode(self, status: int, headers: Dict[str, str], data: bytes, payload: Any) -> Any:
         req = payload if isinstance(payload, dict) else None

@@ -382,3 +382,58 @@ class TestWebConsoleLogin:
         c = client((403, ""))
         with pytest.raises(jolokia.PermissionDenied, match="proxy"):
             c.version()
+
+
+class TestStaleKeepAlive:
+    """The web console closes idle kept-alive connections (Jetty's idle timeout; seen on the real lab after a
+    playbook ran between two reads): a read must not report the broker unreachable because of it."""
+
+    def _server(self):
+        import socket as sock
+
+        answers = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                answers.append(1)  # counted before the answer leaves, so the test never races the handler
+                body = json.dumps([{"request": {}, "value": True, "status": 200, "timestamp": 1}]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                # then close the connection without saying so, as an idle timeout does
+                self.close_connection = True
+                self.connection.shutdown(sock.SHUT_RDWR)
+
+            def log_message(self, *args):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        return srv, answers
+
+    def test_a_read_on_a_connection_the_server_closed_goes_out_again(self):
+        srv, answers = self._server()
+        try:
+            c = jolokia.JolokiaClient(f"http://127.0.0.1:{srv.server_address[1]}/console/jolokia", retries=0)
+            assert c.read(on.broker("dc1"), "Started") is True
+            assert c.read(on.broker("dc1"), "Started") is True  # the kept-alive connection is gone by now
+            assert len(answers) == 2
+        finally:
+            srv.shutdown()
+
+    def test_an_operation_is_never_sent_twice(self):
+        srv, answers = self._server()
+        try:
+            c = jolokia.JolokiaClient(f"http://127.0.0.1:{srv.server_address[1]}/console/jolokia", retries=0,
+                                      idle_reconnect=3600)
+            c.exec(on.broker("dc1"), "resetAllMessageCounters()")
+            with pytest.raises(jolokia.ConnectionFailed):
+                c.exec(on.broker("dc1"), "resetAllMessageCounters()")
+            assert len(answers) == 1
+        finally:
+            srv.shutdown()
