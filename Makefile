@@ -20,12 +20,12 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule schemas test lab-up lab-down demo bench build constraints system-deps clean
+        test-traffic molecule schemas plugin test-plugin test lab-up lab-down demo bench build constraints system-deps clean
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
 	@echo "make test   - set up everything and run every test layer (what CI runs)"
-	@echo "other: lab-up lab-down bench build lint sanity unit test-lab test-integration"
+	@echo "other: lab-up lab-down bench build lint sanity unit plugin test-lab test-integration"
 	@echo "       test-pipeline test-agent test-traffic molecule constraints clean"
 
 # --- environment --------------------------------------------------------------------------
@@ -88,7 +88,14 @@ test-traffic: venv
 molecule: venv
 	bash tests/molecule.sh
 
-test: lint sanity unit test-lab test-traffic test-integration test-agent test-pipeline molecule
+# The continuity broker plugin (Java 17, Maven; dependencies cached in build/m2): build the jar and run its JUnit
+# tests against embedded Artemis brokers.
+plugin:
+	mvn -B -q -f plugin/pom.xml -Dmaven.repo.local=$(BUILD)/m2 package
+
+test-plugin: plugin
+
+test: lint sanity unit test-plugin test-lab test-traffic test-integration test-agent test-pipeline molecule
 	@echo "make test: every layer passed"
 
 # --- lab: real Apache Artemis (Maven Central, cached in build/downloads) deployed by the collection ---------
