@@ -1,9 +1,9 @@
 """The two-site lab: real Apache Artemis brokers (dc1, dc2) on this machine, deployed by the collection itself.
 
-`up` (idempotent: a second run converges) starts one WAN link per direction, runs playbooks/deploy.yml (roles broker + mirror: the real distribution
-from Maven Central, `artemis create`, broker.xml, process mode) and playbooks/initial_roles.yml (dc1 active, dc2
-passive) with inventories/lab, waits for both mirrors and writes `<root>/endpoints.json`. `down` stops everything
-`up` started, by pid. `status` prints what runs.
+`up` (idempotent: a second run converges) starts one WAN link per direction, runs playbooks/deploy.yml (roles
+broker + mirror: the real distribution from Maven Central, `artemis create`, broker.xml, process mode) and
+playbooks/initial_roles.yml (dc1 active, dc2 passive) with inventories/lab, waits for both mirrors and writes
+`<root>/endpoints.json`. `down` stops everything `up` started, by pid. `status` prints what runs.
 
 Environment (the inventory reads the same variables): LAB_ROOT (build/lab), LAB_ARTEMIS_VERSION (2.44.0),
 LAB_PORT_BASE (20000, or `auto` for a free block), LAB_WAN_LATENCY_MS (0), LAB_DOWNLOAD_DIR (build/downloads).
