@@ -73,7 +73,7 @@ unit: venv schemas
 test-lab: venv
 	bash tests/run-pytest.sh lab tests/lab
 
-test-integration: venv
+test-integration: venv system-deps
 	bash tests/run-pytest.sh integration tests/integration
 
 test-pipeline: venv system-deps

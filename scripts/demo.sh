@@ -22,11 +22,22 @@ echo
 if [ -f "$summary" ]; then
   "$root/.venv/bin/python" - "$summary" <<'PY'
 import json, sys
+
 s = json.load(open(sys.argv[1]))
-print("verdict:", s.get("verdict"))
-for key in ("lost", "duplicated", "in_doubt", "rto_seconds", "rpo_messages", "rpo_seconds"):
-    if key in s:
-        print(f"  {key}: {s[key]}")
+
+
+def num(v, unit="", nd=2):
+    return "-" if v is None else (f"{v:.{nd}f}{unit}" if isinstance(v, float) else f"{v}{unit}")
+
+
+print(f"verdict: {s.get('verdict')}")
+for r in s.get("runs", []):
+    print(f"  run {r['run_id']}: {num(r.get('sent_messages'))} messages, lost {num(r.get('lost'))}, "
+          f"duplicated {num(r.get('duplicated'))}, in doubt {num(r.get('in_doubt'))}, "
+          f"RPO {num(r.get('rpo_messages_observed'))} msgs / {num(r.get('rpo_seconds_observed'), ' s')}")
+for w in s.get("switches", []):
+    print(f"  {w.get('kind', '?'):<9} {w.get('switch_id')}: RTO observed {num(w.get('rto_seconds_observed'), ' s')}, "
+          f"estimated {num(w.get('rto_seconds_estimated'), ' s')}")
 PY
 fi
 echo "report:   $evidence/$run_id/report/report.html"

@@ -103,8 +103,8 @@ class AgentProcess:
                        "rto": {"overhead_seconds": 0.5, "assumed_drain_rate": 20000},
                        "evidence": {"dir": str(tmp / "evidence"), "run_id": "agent-lab"},
                        "state_dir": str(tmp / "state"), "log_level": "INFO",
-                       # the lab broker has no selectors: the probe browses without one
-                       "canaries": {"enabled": True, "every": 2, "count": 2, "timeout": 5, "selector": False}}
+                       # Artemis browses with a selector on the probe id (the default)
+                       "canaries": {"enabled": True, "every": 2, "count": 2, "timeout": 5, "selector": True}}
         path = tmp / "agent.json"
         path.write_text(json.dumps(self.config))
         path.chmod(0o600)
