@@ -35,6 +35,10 @@ class Lab:
     def url(self, name: str) -> str:
         return self.site(name)["amqp_url"]
 
+    def mirror_url(self, name: str) -> str:
+        """The site's mirror acceptor: how a probe reaches a passive site, whose client acceptor is fenced."""
+        return f"amqp://127.0.0.1:{self.site(name)['acceptors']['mirror']}"
+
     @property
     def user(self) -> str:
         return self.site("dc1")["credentials"]["user"]

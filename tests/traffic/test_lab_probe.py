@@ -1,4 +1,5 @@
-"""amqp_probe against the lab broker: SASL PLAIN, the mirror through the WAN emulator (latency, cut)."""
+"""amqp_probe against the real two-site lab: SASL PLAIN, canaries sent on the active dc1 and browsed on the passive
+dc2 through its mirror acceptor (its client acceptor is fenced), the mirror through the WAN emulator (latency, cut)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ ADDRESS = "orders"  # exists on both lab sites (anycast) and is mirrored
 
 
 def probe(lab, capsys, **kw) -> dict:
-    args = {"origin_urls": [lab.url("dc1")], "origin_site": "dc1", "target_urls": [lab.url("dc2")],
+    args = {"origin_urls": [lab.url("dc1")], "origin_site": "dc1", "target_urls": [lab.mirror_url("dc2")],
             "target_site": "dc2", "address": ADDRESS, "user": lab.user, "password": lab.password, "count": 5,
             "interval": 0.05, "timeout": 10}
     args.update(kw)
