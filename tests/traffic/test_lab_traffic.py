@@ -63,14 +63,13 @@ def test_lab_consumer_killed_and_restarted_shows_redelivered(lab, tmp_path, addr
     common = ["--evidence-dir", str(tmp_path), "--run-id", "labkill", "--display", "log"]
     prod = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "1", "-C", "0", "--rate", "200", "--name", "prod",
                          *common, env=env(lab), log=tmp_path / "prod.log")
-    # The first consumer never acknowledges before it is killed (one batch of 100,000, a 10-minute timeout), so
-    # everything it received is unacknowledged at the kill and must come back to the second one.
+    # The first consumer does not acknowledge before it is killed (batches of 1000 at 200 msg/s, a 10-minute
+    # timeout; it is killed after 60), so everything it received is unacknowledged and must come back.
     cons1 = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "0", "-C", "1", "--ack-mode", "batch",
-                          "--batch-size", "100000", "--batch-timeout", "600", "--prefetch", "100", "--name", "cons1",
+                          "--batch-size", "1000", "--batch-timeout", "600", "--prefetch", "1000", "--name", "cons1",
                           "--status-file",
                           str(tmp_path / "c1.json"), *common, env=env(lab), log=tmp_path / "cons1.log")
     try:
-        # below its credit window (--prefetch 100): unacknowledged messages hold the window
         wait_for(lambda: (read_status(tmp_path / "c1.json") or {}).get("received", 0) >= 60, 30,
                  what="the first consumer to receive 60 messages")
         os.kill(cons1.pid, signal.SIGKILL)
