@@ -59,7 +59,13 @@ def test_lab_60s_at_500_per_second_zero_loss_zero_duplicates(lab, tmp_path, addr
     wait_drained(lab, addr)  # the consumers' acks reached dc2 through the mirror as well
 
 
-def test_lab_consumer_killed_and_restarted_shows_redelivered(lab, tmp_path, addr):
+def test_lab_consumer_killed_and_restarted_loses_nothing(lab, tmp_path, addr):
+    """A consumer killed with unacknowledged messages: they all come back to the next consumer, nothing is lost.
+
+    Real Artemis marks those messages as redelivered (AMQP delivery-count > 0) in some runs and not in others (both
+    seen on 2.44 with the same test), so the flag is reported, not asserted: a consumer cannot rely on it to spot a
+    repeat, the ledgers can. The tool's handling of the flag is tested against the in-process test broker
+    (test_traffic_tool.py)."""
     common = ["--evidence-dir", str(tmp_path), "--run-id", "labkill", "--display", "log"]
     prod = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "1", "-C", "0", "--rate", "200", "--name", "prod",
                          *common, env=env(lab), log=tmp_path / "prod.log")
@@ -91,10 +97,13 @@ def test_lab_consumer_killed_and_restarted_shows_redelivered(lab, tmp_path, addr
     led = load_ledgers(tmp_path / "labkill")
     assert not led.invalid, led.invalid[:5]
     redelivered = [r for r in led.received if r["redelivered"]]
-    assert redelivered and all(r["consumer"].startswith("cons2") for r in redelivered)
+    assert all(r["consumer"].startswith("cons2") for r in redelivered)
+    assert not [r for r in led.received if r["consumer"].startswith("cons1")]  # it never acknowledged
     rec = reconcile(led)
     sent_ts = {r["msg_id"]: r["send_ts"] for r in led.sent}
     assert [m for m in rec.lost if sent_ts[m] < killed_at - 2.0] == []
+    assert rec.received_ids >= (read_status(tmp_path / "c1.json") or {}).get("received", 0)
+    print(f"killed consumer: {len(redelivered)} messages flagged redelivered on the next consumer")
 
 
 def snf_backlog(lab, site: str) -> int:
