@@ -183,18 +183,23 @@ def artemis_roles_map(users):
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def artemis_acceptor_params(xml_text):
-    """{acceptor name: {uri param: value}} of a broker.xml text ('' or unparsable -> {}). The deploy uses it to
-    keep a runbook's fence (``autoStart=false`` on client acceptors) when it renders broker.xml again."""
+def _elements(xml_text):
+    """(local tag name, element) of every element of a broker.xml text; nothing for '' or unparsable text."""
     import xml.etree.ElementTree as ET
 
     try:
         root = ET.fromstring(xml_text or "")
     except ET.ParseError:
-        return {}
+        return []
+    return [(el.tag.split("}", 1)[-1], el) for el in root.iter()]
+
+
+def artemis_acceptor_params(xml_text):
+    """{acceptor name: {uri param: value}} of a broker.xml text ('' or unparsable -> {}). The deploy uses it to
+    keep a runbook's fence (``autoStart=false`` on client acceptors) when it renders broker.xml again."""
     out = {}
-    for el in root.iter():
-        if el.tag.split("}", 1)[-1] != "acceptor" or not el.get("name"):
+    for tag, el in _elements(xml_text):
+        if tag != "acceptor" or not el.get("name"):
             continue
         # The same URI parsing the runbooks use to write the fence (module_utils/site_role.py).
         _base, params = site_role.split_acceptor_uri(el.text or "")
@@ -211,18 +216,7 @@ CREATE_TUNED = ("journal-buffer-timeout", "journal-max-io", "page-sync-timeout",
 
 def artemis_create_tuning(xml_text):
     """{element: text} of the CREATE_TUNED elements in the broker.xml `artemis create` wrote ('' -> {})."""
-    import xml.etree.ElementTree as ET
-
-    try:
-        root = ET.fromstring(xml_text or "")
-    except ET.ParseError:
-        return {}
-    out = {}
-    for el in root.iter():
-        tag = el.tag.split("}", 1)[-1]
-        if tag in CREATE_TUNED and (el.text or "").strip():
-            out[tag] = el.text.strip()
-    return out
+    return {tag: el.text.strip() for tag, el in _elements(xml_text) if tag in CREATE_TUNED and (el.text or "").strip()}
 
 
 def artemis_fence(xml_text, acceptor_names):
