@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             t.stop(timeout=120)
     total = {"accepted": 0, "lost": 0, "real_duplicates": 0, "resend_duplicates": 0, "in_doubt_only": 0}
     for t in traffic:
-        s = reconcile(evidence / run_id, t.name, run_id).summary()
+        s = reconcile(evidence / run_id, t.name, run_id, validate=False).summary()
         total["accepted"] += s["accepted_msgs"]
         total["lost"] += s["lost"]
         total["real_duplicates"] += s["real_duplicates"]
