@@ -547,19 +547,23 @@ class JolokiaClient:
             if wanted in names:
                 return wanted
             if not names:
-                raise BrokerNotReady("Broker %r is not registered at %s yet (no broker there)" % (wanted, self.url),
-                                     status=404, hint="The broker is still starting, or this is not the broker's "
-                                                      "Jolokia endpoint")
+                raise self._not_registered(wanted)
             raise NotFound("Broker %r does not exist at %s; brokers there: %s" % (
                 wanted, self.url, ", ".join(names) or "none"),
                 status=404, hint="Set 'broker_name' to one of them")
         if len(names) == 1:
             return names[0]
         if not names:
-            raise BrokerNotReady("No Artemis broker MBean found at %s" % self.url, status=404,
-                                 hint="The broker is still starting, or this is not the broker's Jolokia endpoint")
+            raise self._not_registered(None)
         raise BadRequest("Several brokers at %s (%s): set 'broker_name'" % (self.url, ", ".join(names)),
                          status=400)
+
+    def _not_registered(self, wanted: Optional[str], **kwargs: Any) -> "BrokerNotReady":
+        """No broker MBean at all: the JVM serves Jolokia before the broker registers (its startup window)."""
+        what = "Broker %r is not registered" % wanted if wanted is not None else "No Artemis broker MBean is registered"
+        return BrokerNotReady("%s at %s yet (no broker there)" % (what, self.url), status=404,
+                              hint="The broker is still starting, or this is not the broker's Jolokia endpoint",
+                              **kwargs)
 
     def _enrich(self, err: JolokiaError) -> JolokiaError:
         """For a 404 on a name with an unknown ``broker="X"``, say which broker names exist (one search)."""
@@ -576,9 +580,7 @@ class JolokiaClient:
             return err
         if not names:
             # The JVM serves Jolokia before the broker registers its MBeans: a broker in its startup window.
-            return BrokerNotReady("Broker %r is not registered at %s yet (no broker there)" % (wanted, self.url),
-                                  status=404, error_type=err.error_type, error=err.error, request=err.request,
-                                  hint="The broker is still starting, or this is not the broker's Jolokia endpoint")
+            return self._not_registered(wanted, error_type=err.error_type, error=err.error, request=err.request)
         if wanted not in names:
             hint = "Set 'broker_name' to one of them (or omit it to discover the only broker)"
             message = "Broker %r does not exist at %s; brokers there: %s" % (wanted, self.url,
