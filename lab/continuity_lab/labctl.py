@@ -15,7 +15,6 @@ See docs/lab.md.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import random
@@ -25,7 +24,6 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -149,22 +147,22 @@ def _save_state(root: Path, state: dict[str, Any]) -> None:
     tmp.replace(_state_file(root))
 
 
-def _jolokia(url: str, origin: str, payload: dict[str, Any]) -> Any:
-    token = base64.b64encode(f"{ADMIN_USER}:{ADMIN_PASSWORD}".encode()).decode()
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
-                                 headers={"Authorization": f"Basic {token}", "Origin": origin,
-                                          "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        return json.loads(resp.read())
+def _client(url: str) -> Any:
+    """The collection's own Jolokia client, as the lab's admin (one Jolokia client in the project)."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+
+    return jolokia.JolokiaClient(url, ADMIN_USER, ADMIN_PASSWORD, timeout=5, retries=0)
 
 
 def _wait(what: str, predicate: Any, timeout: float) -> None:
+    from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             if predicate():
                 return
-        except (OSError, urllib.error.URLError, ValueError, KeyError):
+        except (OSError, urllib.error.URLError, ValueError, KeyError, jolokia.JolokiaError):
             pass
         time.sleep(0.2)
     raise SystemExit(f"lab: timed out after {timeout:.0f}s waiting for {what}")
@@ -229,9 +227,9 @@ def describe(plan: Plan, state: dict[str, Any], wan_info: dict[str, Any], timeou
         origin = f"http://127.0.0.1:{ports.http}"
         url = f"{origin}/console/jolokia"
         bname = f'org.apache.activemq.artemis:broker="{site}"'
-        _wait(f"{site} Jolokia", lambda u=url, o=origin, b=bname: _jolokia(
-            u, o, {"type": "read", "mbean": b, "attribute": "Started"}).get("value") is True, timeout)
-        broker_version = _jolokia(url, origin, {"type": "read", "mbean": bname, "attribute": "Version"})["value"]
+        client = _client(url)
+        _wait(f"{site} Jolokia", lambda c=client, b=bname: c.read(b, "Started") is True, timeout)
+        broker_version = client.read(bname, "Version")
         sites[site] = {
             "broker_name": site,
             "jolokia_url": url,
@@ -254,8 +252,7 @@ def describe(plan: Plan, state: dict[str, Any], wan_info: dict[str, Any], timeou
             cname = (f'org.apache.activemq.artemis:broker="{site}",component=broker-connections,'
                      f'name="{info["mirror_connection"]}"')
             _wait(f"{site} mirror {info['mirror_connection']} Connected",
-                  lambda i=info, c=cname: _jolokia(i["jolokia_url"], i["jolokia_origin"], {
-                      "type": "read", "mbean": c, "attribute": "Connected"}).get("value") is True, timeout)
+                  lambda i=info, c=cname: _client(i["jolokia_url"]).read(c, "Connected") is True, timeout)
     homes = sorted((root / "dist").glob("apache-artemis-*")) if (root / "dist").exists() else []
     return {
         "format": ENDPOINTS_FORMAT,
