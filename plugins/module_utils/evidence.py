@@ -374,6 +374,42 @@ def read_records(path, validate_records=False):
 
 # --- writer -----------------------------------------------------------------------------------------------------
 
+def append_records(evidence_dir, run_id, file_name, records, check_mode=False):
+    """Build, check and append runbook records (``[{kind: ..., fields...}]``) to ``<evidence_dir>/<run_id>/<file>``.
+
+    All records are checked before anything is written: one invalid record raises :class:`EvidenceError` (its
+    index and kind in the message) and writes nothing. Returns ``{"evidence_file", "written", "records"}``.
+    The ``evidence`` module and its controller-side action plugin both call this.
+    """
+    if os.path.basename(str(file_name)) != file_name or not str(file_name).endswith(".jsonl"):
+        raise EvidenceError("file must be a plain file name ending in .jsonl, not %r" % (file_name,))
+    check_run_id(run_id)
+    built = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise EvidenceError("records[%d] must be a dict, not %s" % (i, type(rec).__name__))
+        fields = dict(rec)
+        kind = fields.pop("kind", None)
+        if kind is None:
+            raise EvidenceError("records[%d] has no kind (one of: %s)" % (i, ", ".join(KINDS)))
+        try:
+            record = build(kind, run_id, **fields)
+            check(record)
+        except TypeError as exc:
+            raise EvidenceError("records[%d] (%s): %s" % (i, kind, exc)) from exc
+        except EvidenceError as exc:
+            raise EvidenceError("records[%d] (%s): %s" % (i, kind, exc)) from exc
+        built.append(record)
+    path = os.path.join(run_dir(evidence_dir, run_id, create=not check_mode), file_name)
+    if not check_mode:
+        writer = EvidenceWriter(path, flush_interval=0)
+        try:
+            writer.write_many(built)
+        finally:
+            writer.close()
+    return {"evidence_file": path, "written": len(built), "records": built}
+
+
 class EvidenceWriter:
     """Append-only JSON-lines writer.
 

@@ -76,50 +76,29 @@ records:
   elements: dict
 '''
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuity.artemis.plugins.module_utils import evidence
 
 
+#: Shared with the controller-side action plugin (plugins/action/evidence.py), which validates the same way.
+ARGUMENT_SPEC = dict(
+    evidence_dir=dict(type="path", required=True),
+    run_id=dict(type="str", required=True),
+    file=dict(type="str", default="runbook.jsonl"),
+    records=dict(type="list", elements="dict", required=True),
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            evidence_dir=dict(type="path", required=True),
-            run_id=dict(type="str", required=True),
-            file=dict(type="str", default="runbook.jsonl"),
-            records=dict(type="list", elements="dict", required=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    if os.path.basename(p["file"]) != p["file"] or not p["file"].endswith(".jsonl"):
-        module.fail_json(msg="file must be a plain file name ending in .jsonl, not %r" % p["file"])
-    built = []
     try:
-        evidence.check_run_id(p["run_id"])
-        for i, rec in enumerate(p["records"]):
-            fields = dict(rec)
-            kind = fields.pop("kind", None)
-            if kind is None:
-                module.fail_json(msg="records[%d] has no kind (one of: %s)" % (i, ", ".join(evidence.KINDS)))
-            try:
-                record = evidence.build(kind, p["run_id"], **fields)
-            except TypeError as exc:
-                module.fail_json(msg="records[%d] (%s): %s" % (i, kind, exc))
-            evidence.check(record)
-            built.append(record)
+        out = evidence.append_records(p["evidence_dir"], p["run_id"], p["file"], p["records"], module.check_mode)
     except evidence.EvidenceError as exc:
         module.fail_json(msg="invalid evidence record: %s" % exc)
-    path = os.path.join(evidence.run_dir(p["evidence_dir"], p["run_id"], create=not module.check_mode), p["file"])
-    if not module.check_mode:
-        writer = evidence.EvidenceWriter(path, flush_interval=0)
-        try:
-            writer.write_many(built)
-        finally:
-            writer.close()
-    module.exit_json(changed=not module.check_mode, evidence_file=path, written=len(built), records=built)
+    module.exit_json(changed=not module.check_mode, **out)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,13 @@ resumed:
   description: The task resumed an interrupted swapover.
   returned: always
   type: bool
+old_fence_persisted:
+  description:
+    - The fence of O(old_site) was written to (or found in) its O(old_site.broker_xml) by this task, so a restart of
+      that broker keeps it passive. False when the file was not given (the task runs on another host) or nothing
+      was switched; the runbooks then persist it on the old site's own host.
+  returned: always
+  type: bool
 evidence_file:
   description: File the phase records were appended to.
   returned: when O(evidence_dir) is set
@@ -291,7 +298,7 @@ def main():
     path = None if module.check_mode else _write_evidence(p, res["phases"])
     module.exit_json(changed=res["changed"], phases=res["phases"], roles_before=res["roles_before"],
                      roles_after=res["roles_after"], client_outage_seconds=res["client_outage_seconds"],
-                     resumed=res["resumed"], evidence_file=path)
+                     resumed=res["resumed"], old_fence_persisted=res["old_fence_persisted"], evidence_file=path)
 
 
 if __name__ == "__main__":

@@ -228,3 +228,22 @@ def test_reader_reports_file_and_line(tmp_path):
         ev.read_records(path)
     path.write_text(good + "\n" + good[:10])  # torn last line after a kill -9
     assert len(ev.read_records(path)) == 1
+
+
+def test_append_records_checks_every_record_before_writing_any(tmp_path):
+    records = [{"kind": "run", "event": "start", "scenario": "swapover"}, {"kind": "run", "event": "end"}]
+    with pytest.raises(ev.EvidenceError, match=r"records\[1\] \(run\)"):
+        ev.append_records(tmp_path, RID, "run.jsonl", records)
+    assert not (tmp_path / RID / "run.jsonl").exists()  # the valid first record was not written either
+    out = ev.append_records(tmp_path, RID, "run.jsonl", records[:1])
+    assert out["written"] == 1 and ev.read_records(out["evidence_file"])[0]["scenario"] == "swapover"
+
+
+def test_append_records_refuses_paths_and_missing_kinds_and_writes_nothing_in_check_mode(tmp_path):
+    with pytest.raises(ev.EvidenceError, match="plain file name"):
+        ev.append_records(tmp_path, RID, "../run.jsonl", [])
+    with pytest.raises(ev.EvidenceError, match=r"records\[0\] has no kind"):
+        ev.append_records(tmp_path, RID, "run.jsonl", [{"event": "start"}])
+    out = ev.append_records(tmp_path, RID, "run.jsonl", [{"kind": "run", "event": "start", "scenario": "s"}],
+                            check_mode=True)
+    assert out["written"] == 1 and not (tmp_path / RID).exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
@@ -84,6 +86,21 @@ class FakeClient:
             self.world.calls.append((req["operation"], self.site, props["name"]))
             out.append(FakeResult())
         return out
+
+    def request(self, req):
+        """The settle sample: listQueues filtered by the broker on deliveringCount > 0."""
+        assert req["operation"] == "listQueues(java.lang.String,int,int)"
+        options = json.loads(req["arguments"][0])
+        assert (options["field"], options["operation"], options["value"]) == ("deliveringCount", "GREATER_THAN", "0")
+        self.world.calls.append(("in_flight", self.site))
+        w = self.world
+        if w.paused[self.site] and not w.stuck_consumer and w.delivering[self.site]:
+            w.delivering[self.site] -= 1  # consumers acknowledge what they hold once nothing new arrives
+        rows = [{"name": "orders", "address": "orders", "deliveringCount": str(w.delivering[self.site])},
+                {"name": "$ACTIVEMQ_ARTEMIS_MIRROR_peer", "address": "$ACTIVEMQ_ARTEMIS_MIRROR_peer",
+                 "deliveringCount": "7", "internalQueue": "true"}]
+        rows = [r for r in rows if int(r["deliveringCount"]) > 0]
+        return json.dumps({"data": rows, "count": len(rows)})
 
     def read(self, mbean, attrs):
         return {on.acceptor(self.site, n): {"Started": st} for n, st in self.world.acceptors[self.site].items()}
