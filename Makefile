@@ -70,22 +70,22 @@ schemas: venv
 unit: venv schemas
 	bash tests/run-pytest.sh unit tests/unit
 
-test-lab: venv
+test-lab: venv plugin
 	bash tests/run-pytest.sh lab tests/lab
 
-test-integration: venv system-deps
+test-integration: venv system-deps plugin
 	bash tests/run-pytest.sh integration tests/integration
 
 test-pipeline: venv system-deps
 	bash tests/run-pytest.sh pipeline tests/pipeline
 
-test-agent: venv system-deps
+test-agent: venv system-deps plugin
 	bash tests/run-pytest.sh agent tests/agent
 
-test-traffic: venv
+test-traffic: venv plugin
 	bash tests/run-pytest.sh traffic tests/traffic
 
-molecule: venv
+molecule: venv plugin
 	bash tests/molecule.sh
 
 # The continuity broker plugin (Java 17, Maven; dependencies cached in build/m2): build the jar and run its JUnit
@@ -99,17 +99,17 @@ test: lint sanity unit test-plugin test-lab test-traffic test-integration test-a
 	@echo "make test: every layer passed"
 
 # --- lab: real Apache Artemis (Maven Central, cached in build/downloads) deployed by the collection ---------
-lab-up: venv
+lab-up: venv plugin
 	bash lab/lab-up.sh
 
 lab-down: venv
 	bash lab/lab-down.sh
 
 # --- the main job ------------------------------------------------------------------------
-demo: venv
+demo: venv plugin
 	bash scripts/demo.sh
 
-bench: venv
+bench: venv plugin
 	bash benchmarks/run.sh
 
 build: venv

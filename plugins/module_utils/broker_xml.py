@@ -107,7 +107,7 @@ def _dupes(items, key):
 def semantic_errors(config, version):
     """config keys (all optional): name, acceptors, mirror_acceptor, http_port, connections, users,
     extra_users, admin_user, admin_role, security_settings, extra_security_settings, addresses, ha_policy,
-    plugins, mirror_tuning, management_roles. Passwords are not needed (and should not be passed)."""
+    plugins, continuity_plugin, mirror_tuning, management_roles. Passwords are not needed (and should not be passed)."""
     errors = []
     try:
         parse_version(version)
@@ -270,7 +270,53 @@ def semantic_errors(config, version):
             errors.append("broker_plugins[%d].jar_checksum: needed with jar_url (e.g. sha256:<hex>)" % i)
     for i, j, name in _dupes(config.get("plugins") or [], lambda p: p.get("class_name")):
         errors.append("broker_plugins[%d].class_name: %r is already configured by broker_plugins[%d]" % (i, name, j))
+    errors.extend(continuity_plugin_errors(config.get("continuity_plugin") or {}, config.get("plugins") or [],
+                                           [a.get("name") for _path, a in acceptors]))
     return errors
+
+
+#: Class of the continuity broker plugin (plugin/, docs/plugin.md) and the ranges its PluginConfig accepts.
+CONTINUITY_PLUGIN_CLASS = "io.continuity.artemis.plugin.ContinuityPlugin"
+CONTINUITY_PLUGIN_RANGES = {"window_seconds": (6, 86400), "max_addresses": (1, 100000)}
+
+
+def continuity_plugin_errors(plugin, other_plugins, acceptor_names):
+    """What the broker role must refuse in ``broker_continuity_plugin`` before anything changes (the plugin itself
+    would stop the broker at start with the same complaint, or fail to load without its jar)."""
+    if not plugin or not _truthy(plugin.get("enabled")):
+        return []
+    var = "broker_continuity_plugin"
+    errors = []
+    jar_file, jar_url = plugin.get("jar_file") or "", plugin.get("jar_url") or ""
+    if jar_file and jar_url:
+        errors.append("%s: set jar_file or jar_url, not both" % var)
+    elif not jar_file and not jar_url:
+        errors.append("%s: enabled needs jar_file (the jar on the controller, e.g. plugin/target/"
+                      "continuity-artemis-plugin-0.1.0.jar after `make plugin`) or jar_url with jar_checksum" % var)
+    if jar_url and not plugin.get("jar_checksum"):
+        errors.append("%s.jar_checksum: needed with jar_url (e.g. sha256:<hex>)" % var)
+    for key, (low, high) in sorted(CONTINUITY_PLUGIN_RANGES.items()):
+        value = plugin.get(key)
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            errors.append("%s.%s: must be an integer, got %r" % (var, key, value))
+            continue
+        if not low <= number <= high:
+            errors.append("%s.%s: must be between %d and %d, got %d" % (var, key, low, high, number))
+    for name in plugin.get("mirror_acceptors") or []:
+        if name not in acceptor_names:
+            errors.append("%s.mirror_acceptors: no acceptor named %r (acceptors: %s)"
+                          % (var, name, ", ".join(n for n in acceptor_names if n) or "none"))
+    for i, other in enumerate(other_plugins):
+        if other.get("class_name") == CONTINUITY_PLUGIN_CLASS:
+            errors.append("broker_plugins[%d].class_name: %s is configured by %s; remove it from broker_plugins"
+                          % (i, CONTINUITY_PLUGIN_CLASS, var))
+    return errors
+
+
+def _truthy(value):
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
 
 
 # ---------------------------------------------------------------------------------------------------------

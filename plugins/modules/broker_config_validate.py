@@ -39,7 +39,7 @@ options:
       - The structured configuration without secrets (see the broker role's C(broker__validate_config) fact),
         with the keys C(name), C(acceptors), C(mirror_acceptor), C(http_port), C(connections), C(users), C(extra_users),
         C(admin_user), C(admin_role), C(security_settings), C(extra_security_settings), C(addresses),
-        C(ha_policy), C(plugins), C(mirror_tuning), C(management_roles).
+        C(ha_policy), C(plugins), C(continuity_plugin), C(mirror_tuning), C(management_roles).
     type: dict
     default: {}
   schema_dir:

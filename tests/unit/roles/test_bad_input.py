@@ -64,6 +64,11 @@ def test_good_broker_input_passes_the_spec():
         ),
         ({"broker_users": [{"name": "u", "password": "p"}]}, "roles"),
         ({"broker_admin_password": None}, "broker_admin_password"),
+        ({"broker_continuity_plugin": {"enabled": True, "initial_role": "standby"}}, "initial_role"),
+        ({"broker_continuity_plugin": {"enabled": True, "latency_origin": "arrival"}}, "latency_origin"),
+        ({"broker_continuity_plugin": {"enabled": True, "window_seconds": "a minute"}}, "window_seconds"),
+        ({"broker_continuity_plugin": {"enabled": True, "mirror_users": {"mirror": 1}}}, "mirror_users"),
+        ({"broker_continuity_plugin": {"enabled": True, "jar": "/x.jar"}}, "jar"),
     ],
 )
 def test_broker_spec_rejects_and_names_the_variable(params, needle):
@@ -170,6 +175,18 @@ def test_good_inventory_validates_without_touching_the_host(tmp_path):
         (
             {"mirror_address_filter": "orders.*"},
             "broker_connections[0].mirror.address_filter: 'orders.*' uses a wildcard",
+        ),
+        (
+            {"broker_continuity_plugin": {"enabled": True, "jar_file": "/nonexistent/p.jar", "window_seconds": 5}},
+            "broker_continuity_plugin.window_seconds: must be between 6 and 86400, got 5",
+        ),
+        (
+            {"broker_continuity_plugin": {"enabled": True, "jar_file": "/nonexistent/continuity.jar"}},
+            "broker_continuity_plugin.jar_file: /nonexistent/continuity.jar is not a file on the controller",
+        ),
+        (
+            {"broker_continuity_plugin": {"enabled": True, "initial_role": "standby", "jar_file": "/x.jar"}},
+            "broker_continuity_plugin",
         ),
     ],
 )

@@ -224,3 +224,37 @@ def test_parameter_order_alone_needs_no_restart():
     assert broker_xml.restart_reasons(one, two, "2.44.0") == []
     three = xml.format("protocols=AMQP;autoStart=true;b=1")
     assert broker_xml.restart_reasons(one, three, "2.44.0") != []
+
+
+CONTINUITY_CLASS = "io.continuity.artemis.plugin.ContinuityPlugin"
+
+
+def _continuity_entry(overrides):
+    xml = render("broker", "broker.xml.j2", dict({"broker_admin_password": "x"}, **overrides),
+                 {"broker__version": "2.44.0"})
+    found = [p for p in _doc(xml).findall(".//c:broker-plugin", NS) if p.get("class-name") == CONTINUITY_CLASS]
+    return {p.get("key"): p.get("value") for p in found[0]} if found else None
+
+
+def test_continuity_plugin_renders_every_property_as_the_plugin_reads_it():
+    _, xml, config = _render("continuity_plugin.yml", "2.44.0")
+    plugins = _doc(xml).findall(".//c:broker-plugin", NS)
+    assert [p.get("class-name") for p in plugins] == [
+        "org.apache.activemq.artemis.core.server.plugin.impl.LoggingActiveMQServerPlugin", CONTINUITY_CLASS]
+    assert {p.get("key"): p.get("value") for p in plugins[1]} == {
+        "mirror-users": "mirror,bridge", "mirror-acceptors": "", "initial-role": "passive", "window-seconds": "30",
+        "max-addresses": "500", "latency-origin": "timestamp", "include-internal-queues": "false"}
+    # the jar goes to lib/ with the other plugin jars (tasks/plugins.yml loops over broker__plugins)
+    entries = context("broker", load_vars("continuity_plugin.yml")["vars"], {"broker__version": "2.44.0"})["broker__plugins"]
+    assert entries[1]["jar_file"] == "/srv/jars/continuity-artemis-plugin-0.1.0.jar" and "jar_url" not in entries[1]
+    assert config["continuity_plugin"]["enabled"] is True
+
+
+def test_continuity_plugin_disabled_renders_nothing_and_state_file_only_when_set():
+    assert _continuity_entry({}) is None
+    assert _continuity_entry({"broker_continuity_plugin": {"enabled": False, "jar_file": "/x.jar"}}) is None
+    props = _continuity_entry({"broker_continuity_plugin": {"enabled": True, "jar_url": "https://h/p.jar",
+                                                            "jar_checksum": "sha256:ab", "state_file": "/d/role",
+                                                            "latency_origin": "ingress"}})
+    assert props["state-file"] == "/d/role" and props["latency-origin"] == "ingress"
+    assert props["initial-role"] == "active"  # the default of meta/argument_specs.yml

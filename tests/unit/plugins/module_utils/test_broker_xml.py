@@ -234,3 +234,36 @@ def test_archive_without_schema_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"no artemis-configuration\.xsd"):
         with broker_xml.SchemaDir(archive=str(archive)):
             pass
+
+
+# ------------------------------------------------------------------------------------ continuity plugin
+_ACCEPTORS = [{"name": "artemis", "port": 61616}]
+_MIRROR_ACCEPTOR = {"enabled": True, "name": "mirror", "port": 61617}
+
+
+def _plugin_errors(plugin, plugins=()):
+    config = {"name": "dc1", "acceptors": _ACCEPTORS, "mirror_acceptor": _MIRROR_ACCEPTOR,
+              "continuity_plugin": dict({"enabled": True, "window_seconds": 60, "max_addresses": 500}, **plugin),
+              "plugins": list(plugins)}
+    return [e for e in broker_xml.semantic_errors(config, "2.44.0") if "continuity" in e or "plugins" in e]
+
+
+@pytest.mark.parametrize(("plugin", "needle"), [
+    ({}, "broker_continuity_plugin: enabled needs jar_file"),
+    ({"jar_file": "/a.jar", "jar_url": "https://h/a.jar", "jar_checksum": "sha256:00"}, "set jar_file or jar_url"),
+    ({"jar_url": "https://h/a.jar"}, "broker_continuity_plugin.jar_checksum: needed with jar_url"),
+    ({"jar_file": "/a.jar", "window_seconds": 86401}, "broker_continuity_plugin.window_seconds: must be between 6"),
+    ({"jar_file": "/a.jar", "max_addresses": 0}, "broker_continuity_plugin.max_addresses: must be between 1"),
+    ({"jar_file": "/a.jar", "mirror_acceptors": ["mirorr"]}, "broker_continuity_plugin.mirror_acceptors: no acceptor"),
+])
+def test_continuity_plugin_errors_name_the_variable(plugin, needle):
+    errors = _plugin_errors(plugin)
+    assert any(needle in e for e in errors), errors
+
+
+def test_continuity_plugin_good_and_disabled_configs_pass_and_a_second_copy_is_refused():
+    assert _plugin_errors({"jar_file": "/a.jar", "mirror_acceptors": ["mirror"], "mirror_users": ["mirror"]}) == []
+    assert _plugin_errors({"enabled": False, "window_seconds": 1}) == []  # disabled: nothing is rendered
+    errors = _plugin_errors({"jar_file": "/a.jar"}, [{"class_name": broker_xml.CONTINUITY_PLUGIN_CLASS}])
+    assert errors == ["broker_plugins[0].class_name: io.continuity.artemis.plugin.ContinuityPlugin is configured by "
+                      "broker_continuity_plugin; remove it from broker_plugins"]
