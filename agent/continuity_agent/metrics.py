@@ -90,6 +90,45 @@ METRICS: tuple[Metric, ...] = (
            "Epoch time the direction's values were sampled (old while the source is unreachable)"),
     Metric("continuity_queue_count_difference", "gauge", "messages", ("site", "peer", "address", "queue"),
            "Message count on site minus on peer, for the differing queues only (at most comparison.max_reported)"),
+    # --- the continuity broker plugin (docs/plugin.md), when the site runs it
+    Metric("continuity_plugin_up", "gauge", "bool", SITE,
+           "1 when the site's continuity plugin MBean was read, 0 when the site answered without it (not installed)"),
+    Metric("continuity_plugin_site_role", "gauge", "bool", ("site", "role"),
+           "1 for the role of the plugin's passive-site guard (active, passive): passive refuses every client but "
+           "the mirror"),
+    Metric("continuity_plugin_passive_guard_refusals_total", "counter", "refusals", SITE,
+           "Client sends and consumer creations the plugin refused while the site was passive (since broker start "
+           "or statistics reset)"),
+    Metric("continuity_plugin_unacked_deliveries", "gauge", "deliveries", SITE,
+           "Deliveries handed to consumers and not yet acknowledged (redelivered by the peer after a failover)"),
+    Metric("continuity_plugin_deliveries_per_second", "gauge", "1/s", SITE,
+           "Deliveries to consumers per second over the plugin's window"),
+    Metric("continuity_plugin_acks_per_second", "gauge", "1/s", SITE,
+           "Client acknowledgements per second over the plugin's window"),
+    Metric("continuity_plugin_acks_per_ack_call", "gauge", "ratio", SITE,
+           "Acknowledged deliveries per ack call over the plugin's window (the clients' ack batching factor)"),
+    Metric("continuity_plugin_ack_latency_seconds", "gauge", "seconds", ("site", "quantile"),
+           "Deliver-to-ack latency over the plugin's window, quantile 0.5 and 0.99"),
+    Metric("continuity_plugin_replication_latency_seconds", "gauge", "seconds", ("site", "quantile"),
+           "Mirror replication latency measured on this site as target (arrival here minus send time on the peer) "
+           "over the plugin's window, quantile 0.5 and 0.99"),
+    Metric("continuity_plugin_replication_latency_max_seconds", "gauge", "seconds", SITE,
+           "Largest mirror replication latency over the plugin's window"),
+    Metric("continuity_plugin_newest_mirrored_event_age_seconds", "gauge", "seconds", SITE,
+           "Now minus the send time of the newest mirrored message applied here (grows while the mirror is late "
+           "or the peer idle)"),
+    Metric("continuity_plugin_mirrored_messages_per_second", "gauge", "1/s", SITE,
+           "Mirrored messages applied here per second over the plugin's window"),
+    Metric("continuity_mirror_plugin_rpo_seconds_estimate", "gauge", "seconds", DIRECTION,
+           "Seconds of site's traffic not yet on peer, from the replication latency peer's plugin measures"),
+    Metric("continuity_mirror_plugin_rpo_messages_estimate", "gauge", "messages", DIRECTION,
+           "Messages of site not yet on peer: the plugin RPO seconds times the mirrored message rate"),
+    Metric("continuity_mirror_duplicates_at_risk_estimate", "gauge", "messages", DIRECTION,
+           "Messages a failover from site to peer now would deliver again: deliveries in flight on site plus its "
+           "acks not yet replicated"),
+    Metric("continuity_mirror_unreplicated_acks_estimate", "gauge", "acks", DIRECTION,
+           "Acks made on site not yet applied on peer (site's ack rate times the replication latency, at most the "
+           "backlog)"),
     # --- canaries (canaries.enabled)
     Metric("continuity_canary_latency_seconds", "gauge", "seconds", ("site", "peer"),
            "Median replication latency of the last canary probe: sent on site, seen on peer"),
@@ -112,6 +151,7 @@ METRICS: tuple[Metric, ...] = (
 )
 BY_NAME = {m.name: m for m in METRICS}
 ROLES = ("active", "passive", "mixed", "unknown", "unreachable")
+PLUGIN_ROLES = ("active", "passive")
 
 
 def exposed_names() -> set[str]:
@@ -198,6 +238,8 @@ class AgentCollector(Collector):
                 add("continuity_site_client_consumers", s, v.client_consumers)
                 add("continuity_site_consumers_on_passive", s, _b(v.consumers_on_passive))
                 add("continuity_site_queues", s, v.queue_count)
+                if v.reachable:
+                    _add_plugin(add, name, v.plugin)
             for d in cycle.directions:
                 k = (d.site, d.peer, d.connection)
                 add("continuity_mirror_up", k, 0.0 if d.stale else 1.0)
@@ -216,6 +258,11 @@ class AgentCollector(Collector):
                 add("continuity_mirror_rpo_seconds_estimate", k, d.rpo_seconds_est)
                 add("continuity_mirror_rto_seconds_estimate", k, d.rto_seconds_est)
                 add("continuity_mirror_last_sample_timestamp_seconds", k, d.ts)
+                est = d.plugin_estimates or {}
+                add("continuity_mirror_plugin_rpo_seconds_estimate", k, est.get("rpo_seconds_est"))
+                add("continuity_mirror_plugin_rpo_messages_estimate", k, est.get("rpo_messages_est"))
+                add("continuity_mirror_duplicates_at_risk_estimate", k, est.get("duplicates_at_risk_est"))
+                add("continuity_mirror_unreplicated_acks_estimate", k, est.get("unreplicated_acks_est"))
                 for target, breached in sorted(d.sla_breach.items()):
                     add("continuity_mirror_sla_breach", (*k, target), _b(breached))
                 if not d.stale:
@@ -224,6 +271,30 @@ class AgentCollector(Collector):
                             add("continuity_queue_count_difference",
                                 (d.site, d.peer, diff.get("address") or diff["queue"], diff["queue"]), diff["delta"])
         yield from fam.values()
+
+
+def _add_plugin(add: Any, site: str, plugin: dict | None) -> None:
+    """The continuity plugin's site values; only ``continuity_plugin_up`` 0 when the site has no plugin."""
+    s = (site,)
+    add("continuity_plugin_up", s, 0.0 if plugin is None else 1.0)
+    if plugin is None:
+        return
+    for role in PLUGIN_ROLES:
+        add("continuity_plugin_site_role", (site, role), 1.0 if plugin.get("site_role") == role else 0.0)
+    guard, acks = plugin.get("passive_guard") or {}, plugin.get("ack_model") or {}
+    repl = plugin.get("replication") or {}
+    add("continuity_plugin_passive_guard_refusals_total", s, guard.get("refusals"))
+    add("continuity_plugin_unacked_deliveries", s, acks.get("unacked_deliveries"))
+    add("continuity_plugin_deliveries_per_second", s, acks.get("deliveries_per_second"))
+    add("continuity_plugin_acks_per_second", s, acks.get("acks_per_second"))
+    add("continuity_plugin_acks_per_ack_call", s, acks.get("acks_per_ack_call"))
+    add("continuity_plugin_ack_latency_seconds", (site, "0.5"), acks.get("ack_latency_p50_seconds"))
+    add("continuity_plugin_ack_latency_seconds", (site, "0.99"), acks.get("ack_latency_p99_seconds"))
+    add("continuity_plugin_replication_latency_seconds", (site, "0.5"), repl.get("latency_p50_seconds"))
+    add("continuity_plugin_replication_latency_seconds", (site, "0.99"), repl.get("latency_p99_seconds"))
+    add("continuity_plugin_replication_latency_max_seconds", s, repl.get("latency_max_seconds"))
+    add("continuity_plugin_newest_mirrored_event_age_seconds", s, repl.get("newest_event_age_seconds"))
+    add("continuity_plugin_mirrored_messages_per_second", s, repl.get("mirrored_per_second"))
 
 
 def make_registry(collector: AgentCollector) -> CollectorRegistry:

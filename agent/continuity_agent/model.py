@@ -39,6 +39,7 @@ class SiteView:
     last_success_ts: float | None = None
     scrape_seconds: float | None = None
     queue_count: int | None = None
+    plugin: dict | None = None       # the continuity plugin's values (site_state "continuity_plugin"); None = absent
     notes: list[str] = field(default_factory=list)
 
 
@@ -68,6 +69,7 @@ class DirectionView:
     queue_diff_count: int | None = None
     queue_diffs: list[dict] = field(default_factory=list)
     disconnected_seconds: float | None = None
+    plugin_estimates: dict | None = None  # site_state.plugin_estimates: RPO from replication latency, duplicates
     sla_breach: dict[str, bool] = field(default_factory=dict)
     lag_sample: dict = field(default_factory=dict)
 
@@ -155,6 +157,7 @@ class Sampler:
                     if (queues.get(q) or {}).get("address") != self.cfg.canaries.address}
             view.client_consumers = sum(view.consumers_by_queue.values())
             view.queue_count = len(snap.get("queues") or {})
+            view.plugin = snap.get("continuity_plugin")
             if role == site_role.PASSIVE:
                 view.consumers_on_passive = view.client_consumers > 0
             elif role in (site_role.ACTIVE, site_role.MIXED):
@@ -220,7 +223,7 @@ class Sampler:
                 rpo_seconds_est=a["rpo_seconds_est"], rpo_basis=a["rpo_basis"],
                 rto_seconds_est=a["rto_seconds_est"], rto_basis=a["rto_basis"],
                 queue_diff_count=a["queue_diff_count"], queue_diffs=diffs,
-                disconnected_seconds=disc.get(conn_name))
+                disconnected_seconds=disc.get(conn_name), plugin_estimates=a.get("plugin_estimates"))
             d.sla_breach = sla_breaches(vars(d), self.cfg.sla)
             sample = dict(a["lag_sample"])
             sample.update(source="agent", site=name, peer=settings.peer, role=views[name].role,
@@ -250,6 +253,7 @@ class Sampler:
             d.lag_unbounded = False
             d.rto_basis = None
             d.disconnected_seconds = None
+            d.plugin_estimates = None  # measured live on both sites: nothing to keep for a lost one
             d.sla_breach = sla_breaches(vars(d), self.cfg.sla, stale=True)
             sample = dict(d.lag_sample)
             sample.update(reachable=False, connected=None, add_rate=None, drain_rate=None, lag_seconds=None,

@@ -145,6 +145,9 @@ def last_known_doc(run_id: str, view: SiteView, directions: list[DirectionView],
         "at_risk_events": _sum(d.rpo_events_est for d in outgoing),
         "at_risk_messages": _sum(d.rpo_messages_est for d in outgoing),
         "at_risk_seconds": _max(d.rpo_seconds_est for d in outgoing),
+        # from the continuity plugin (null without it): what a failover from this site would deliver twice
+        "duplicates_at_risk": _sum((d.plugin_estimates or {}).get("duplicates_at_risk_est") for d in outgoing),
+        "plugin_site_role": (view.plugin or {}).get("site_role"),
         "lag_samples": [lag_record(run_id, d) for d in outgoing],
     }
 

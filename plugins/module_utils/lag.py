@@ -390,6 +390,99 @@ def ack_widening(consumers: int, ack_batch: int) -> int:
     return consumers * (ack_batch - 1)
 
 
+@dataclass(frozen=True)
+class DuplicatesEstimate:
+    """Messages a failover from the source site now would deliver again on the peer (duplicates, not loss).
+
+    ``in_flight``: deliveries handed to consumers on the source and not acknowledged yet (the peer still holds
+    them). ``unreplicated_acks``: acks made on the source that have not reached the peer yet (ack rate x
+    replication latency, at most the mirror backlog). ``total``: their sum, ``None`` when ``in_flight`` is unknown.
+    """
+
+    total: Optional[float]
+    in_flight: Optional[int]
+    unreplicated_acks: Optional[float]
+    basis: Optional[str]
+    notes: list = field(default_factory=list)
+
+
+def replication_rpo(
+    latency_p99_seconds: Optional[float],
+    newest_event_age_seconds: Optional[float] = None,
+    mirrored_per_second: Optional[float] = None,
+    backlog_events: Optional[int] = None,
+    connected: Optional[bool] = None,
+) -> RpoEstimate:
+    """Seconds (and messages) of the source's traffic not yet on the peer, from the continuity plugin's
+    end-to-end replication latency measured on the peer (docs/plugin.md).
+
+    ``latency_p99_seconds``/``newest_event_age_seconds``/``mirrored_per_second`` are the peer's (target's)
+    readings; ``backlog_events`` the source's SNF backlog when known. First rule that applies:
+
+    1. backlog 0 -> 0 (everything captured was confirmed).
+    2. mirror disconnected and a newest-event age -> that age: nothing sent after the newest applied message
+       reached the peer.
+    3. a p99 latency in the window -> it: the messages sent during the last p99 seconds are still on the way.
+    4. a newest-event age -> it, as an upper bound (the source may just have been idle).
+    5. otherwise ``None``.
+
+    ``messages`` = seconds x the rate mirrored messages arrive at (the source's send rate in steady state);
+    ``events`` is the backlog as given.
+    """
+    notes: list = []
+    if backlog_events is not None and backlog_events <= 0:
+        return RpoEstimate(0, 0.0, 0.0, "empty", [])
+    if backlog_events is None:
+        notes.append("mirror backlog unknown: estimated from the replication latency alone")
+    seconds, basis = None, None
+    if connected is False and newest_event_age_seconds is not None:
+        seconds, basis = newest_event_age_seconds, "newest_mirrored_event"
+    elif latency_p99_seconds is not None:
+        seconds, basis = latency_p99_seconds, "replication_latency_p99"
+    elif newest_event_age_seconds is not None:
+        seconds, basis = newest_event_age_seconds, "newest_mirrored_event"
+        notes.append("no replication latency sample in the window: newest mirrored event age used (an upper "
+                     "bound: the source may have been idle)")
+    else:
+        notes.append("no replication latency sample and no mirrored event yet: seconds at risk unknown")
+    messages = None
+    if seconds is not None and mirrored_per_second is not None:
+        messages = seconds * mirrored_per_second
+    return RpoEstimate(backlog_events, messages, seconds, basis, notes)
+
+
+def duplicates_at_risk(
+    unacked_deliveries: Optional[int],
+    acks_per_second: Optional[float],
+    replication_seconds: Optional[float],
+    backlog_events: Optional[int] = None,
+) -> DuplicatesEstimate:
+    """Duplicates a failover from the source site now would cause: deliveries in flight on the source plus its
+    acks not yet replicated (source's ack rate x the replication latency to the peer, capped by the backlog).
+
+    Inputs come from the continuity plugin: ``unacked_deliveries`` and ``acks_per_second`` of the source (its
+    ack model), ``replication_seconds`` measured on the peer (for example :func:`replication_rpo` seconds).
+    """
+    notes: list = []
+    unreplicated: Optional[float]
+    if backlog_events is not None and backlog_events <= 0:
+        unreplicated, basis = 0.0, "empty"
+    elif acks_per_second is not None and replication_seconds is not None:
+        unreplicated, basis = max(0.0, acks_per_second) * max(0.0, replication_seconds), "ack_rate_x_latency"
+        if backlog_events is not None and unreplicated > backlog_events:
+            unreplicated, basis = float(backlog_events), "backlog"
+    else:
+        unreplicated, basis = None, None
+        notes.append("unreplicated acks unknown: no ack rate or no replication latency")
+    if unacked_deliveries is None:
+        notes.append("deliveries in flight unknown (no ack model on the source)")
+        return DuplicatesEstimate(None, None, unreplicated, basis, notes)
+    total = float(unacked_deliveries) + (unreplicated or 0.0)
+    if unreplicated is None:
+        notes.append("total counts the deliveries in flight only")
+    return DuplicatesEstimate(total, int(unacked_deliveries), unreplicated, basis, notes)
+
+
 def is_excluded_queue(
     name: str,
     internal: Optional[bool] = False,

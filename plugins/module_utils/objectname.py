@@ -87,6 +87,11 @@ def broker_connection(broker_name: str, connection_name: str) -> str:
     return "%s,component=broker-connections,name=%s" % (broker(broker_name), quote(connection_name))
 
 
+def continuity(broker_name: str) -> str:
+    """The continuity broker plugin's MBean (plugin/, docs/plugin.md)."""
+    return "%s,component=continuity" % broker(broker_name)
+
+
 # Patterns for search and wildcard reads. ``,*`` makes a property-list pattern (more keys allowed); without it
 # the key set must match exactly, which keeps the address pattern from also matching queue MBeans.
 def all_brokers() -> str:
@@ -156,7 +161,8 @@ def parse(name: str) -> Tuple[str, Dict[str, str]]:
 
 
 def kind(name: str) -> Optional[str]:
-    """Classify an Artemis ObjectName: broker, address, queue, acceptor, broker-connection, or ``None``."""
+    """Classify an Artemis ObjectName: broker, address, queue, acceptor, broker-connection, continuity (the
+    continuity plugin), or ``None``."""
     try:
         domain, props = parse(name)
     except ObjectNameError:
@@ -176,4 +182,6 @@ def kind(name: str) -> Optional[str]:
         return "acceptor"
     if component == "broker-connections" and "name" in props:
         return "broker-connection"
+    if component == "continuity" and len(props) == 2:
+        return "continuity"
     return None

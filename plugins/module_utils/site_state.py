@@ -12,7 +12,9 @@ One bulk POST per snapshot carries:
 4. ONE wildcard read of all queue MBeans with the needed attributes,
 5. a wildcard read of the broker-connection MBeans (2.39+; fails harmlessly before),
 6. ``listBrokerConnections()`` (every release; ``uri``/``connected`` only 2.39+),
-7. a wildcard read of the acceptors, and optionally 8. of the addresses.
+7. a wildcard read of the acceptors, and optionally 8. of the addresses,
+9. the continuity broker plugin's MBean (headline attributes; its per-address tables on request). A broker
+   without the plugin answers 404 for that item only: ``continuity_plugin`` is then ``None`` with a note.
 
 Before 2.32 the mirror SNF queue has no MBean; then a second request asks ``listQueues`` for the SNF queues
 (still constant). Broker name discovery (when not given) costs one ``search`` once per collector.
@@ -29,6 +31,7 @@ import json
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin as plugin
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
 from ansible_collections.continuity.artemis.plugins.module_utils import lag
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
@@ -56,7 +59,8 @@ def list_queues_request(broker_name: str, options: str = LIST_ALL_OPTIONS) -> di
 
 def snapshot_requests(broker_name: str, include_addresses: bool = False, include_acceptors: bool = True,
                       include_connection_mbeans: bool = False, queue_source: str = "list",
-                      acceptor_names: Optional[Sequence[str]] = None) -> List[Tuple[str, dict]]:
+                      acceptor_names: Optional[Sequence[str]] = None,
+                      include_plugin_tables: bool = False) -> List[Tuple[str, dict]]:
     """``(key, request)`` pairs of one snapshot; :func:`parse_snapshot` takes ``{key: Result}``.
 
     Queues come from ONE ``listQueues`` call by default (``queue_source="list"``: every counter the gates need,
@@ -76,6 +80,7 @@ def snapshot_requests(broker_name: str, include_addresses: bool = False, include
         ("queues", j.read_request(on.all_queues(broker_name), list(QUEUE_ATTRS)) if queue_source == "mbeans"
          else list_queues_request(broker_name)),
         ("bconn_list", j.exec_request(b, "listBrokerConnections()")),
+        ("continuity", plugin.read_request(broker_name, include_plugin_tables)),
     ]
     if include_connection_mbeans:
         reqs.append(("bconn_mbeans", j.read_request(on.all_broker_connections(broker_name), list(CONNECTION_ATTRS))))
@@ -315,6 +320,7 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
         "acceptors": acceptors,
         "acceptors_stale": acceptors_stale,
         "addresses": addresses,
+        "continuity_plugin": plugin.from_result(items.get("continuity"), notes, ts),
         "notes": notes,
     }
 
@@ -409,7 +415,8 @@ class SiteCollector:
         return self.broker_name
 
     def collect(self, include_addresses: bool = False, include_acceptors: bool = True,
-                include_connection_mbeans: bool = False, queue_source: Optional[str] = None) -> dict:
+                include_connection_mbeans: bool = False, queue_source: Optional[str] = None,
+                include_plugin_tables: bool = False) -> dict:
         broker_name = self.resolve_broker()
         start_count = self.client.request_count
         started = time.monotonic()
@@ -418,7 +425,7 @@ class SiteCollector:
         if include_acceptors and self._acceptor_names and self._acceptor_reads % self.acceptor_refresh:
             names = self._acceptor_names
         pairs = snapshot_requests(broker_name, include_addresses, include_acceptors, include_connection_mbeans,
-                                  source, acceptor_names=names)
+                                  source, acceptor_names=names, include_plugin_tables=include_plugin_tables)
         results = self.client.bulk([req for _key, req in pairs])
         ts = self._clock()
         self.client.value_of(results[0])  # the broker read failing makes the snapshot useless: raise
@@ -498,7 +505,8 @@ def unreachable(site: Optional[str], url: Optional[str], broker_name: Optional[s
     """The snapshot of a site that could not be read (no values, the error)."""
     return {"site": site, "url": url, "broker": broker_name, "reachable": False, "ts": ts, "error": str(error),
             "queues": {}, "connections": {}, "mirrors": {}, "acceptors": {}, "addresses": None,
-            "pending_mirror_acks": None, "features": {}, "version": None, "notes": ["unreachable: %s" % error]}
+            "pending_mirror_acks": None, "features": {}, "version": None, "continuity_plugin": None,
+            "notes": ["unreachable: %s" % error]}
 
 
 # ------------------------------------------------------------------------------------ pure derived views
@@ -565,6 +573,41 @@ def consumers_on(snapshot: dict, queues: Optional[Sequence[str]] = None,
     return {n: pool[n]["consumer_count"] for n in names if (pool[n].get("consumer_count") or 0) > 0}
 
 
+def plugin_estimates(source: Optional[dict], target: Optional[dict], backlog: Optional[int] = None,
+                     connected: Optional[bool] = None) -> Optional[dict]:
+    """RPO and duplicates-at-risk of the direction ``source`` -> ``target`` from the continuity plugin: the target's
+    replication latency (:func:`lag.replication_rpo`) and the source's ack model (:func:`lag.duplicates_at_risk`).
+
+    ``None`` when neither site has the plugin; a side without it leaves its part ``None`` with a note.
+    """
+    src = (source or {}).get("continuity_plugin") if source and source.get("reachable", True) else None
+    dst = (target or {}).get("continuity_plugin") if target and target.get("reachable", True) else None
+    if src is None and dst is None:
+        return None
+    notes = []
+    repl = (dst or {}).get("replication") or {}
+    if dst is None:
+        notes.append("no continuity plugin readable on the target: replication latency unknown")
+    rpo = lag.replication_rpo(repl.get("latency_p99_seconds"), repl.get("newest_event_age_seconds"),
+                              repl.get("mirrored_per_second"), backlog, connected)
+    acks = (src or {}).get("ack_model") or {}
+    if src is None:
+        notes.append("no continuity plugin readable on the source: ack model unknown")
+    dup = lag.duplicates_at_risk(acks.get("unacked_deliveries"), acks.get("acks_per_second"), rpo.seconds, backlog)
+    notes.extend(n for n in rpo.notes + dup.notes if n not in notes)
+    return {
+        "replication_latency_p50_seconds": repl.get("latency_p50_seconds"),
+        "replication_latency_p99_seconds": repl.get("latency_p99_seconds"),
+        "newest_event_age_seconds": repl.get("newest_event_age_seconds"),
+        "rpo_seconds_est": rpo.seconds, "rpo_messages_est": rpo.messages, "rpo_basis": rpo.basis,
+        "duplicates_at_risk_est": dup.total, "in_flight_deliveries": dup.in_flight,
+        "unreplicated_acks_est": dup.unreplicated_acks, "duplicates_basis": dup.basis,
+        "acks_per_ack_call": acks.get("acks_per_ack_call"),
+        "source_role": (src or {}).get("site_role"), "target_role": (dst or {}).get("site_role"),
+        "notes": notes,
+    }
+
+
 def assess_mirrors(current: dict, previous: Optional[dict] = None, peer: Optional[dict] = None,
                    connection: Optional[str] = None, overhead_seconds: float = 0.0,
                    assumed_drain_rate: Optional[float] = None, queue_tolerance: int = 0,
@@ -574,7 +617,8 @@ def assess_mirrors(current: dict, previous: Optional[dict] = None, peer: Optiona
 
     ``previous`` (an earlier snapshot of the same site) gives rates; ``peer`` gives the target's
     ``PendingMirrorAcks``, the per-queue comparison and the consumers on the peer. Returns
-    ``{"connections": [per-connection dict: lag.assess() keys + name/uri/connected_source/snf_queue/lag_sample],
+    ``{"connections": [per-connection dict: lag.assess() keys + name/uri/connected_source/snf_queue/lag_sample/
+    plugin_estimates (:func:`plugin_estimates`, ``None`` without the continuity plugin)],
     "comparison": QueueComparison.as_dict() or None, "passive_consumers": int or None}``; each ``lag_sample``
     holds the evidence ``lag_sample`` fields (source "module"; callers may override).
     """
@@ -608,7 +652,8 @@ def assess_mirrors(current: dict, previous: Optional[dict] = None, peer: Optiona
         entry = dict(a)
         entry.update({"name": name, "uri": conn.get("uri"), "exists": bool(conn),
                       "connected_source": conn.get("connected_source"), "mirror": conn.get("mirror"),
-                      "snf_queue": mirror.get("snf_queue", lag.snf_queue_name(name))})
+                      "snf_queue": mirror.get("snf_queue", lag.snf_queue_name(name)),
+                      "plugin_estimates": plugin_estimates(current, peer, a["backlog"], a["connected"])})
         entry["lag_sample"] = lag.lag_sample_fields(
             a, source="module", site=current.get("site") or current.get("broker"),
             reachable=current.get("reachable", True), connection=name,

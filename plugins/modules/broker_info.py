@@ -15,6 +15,8 @@ description:
   - Reads version, name, node id, active/backup state, HA policy, uptime, the C(Status) document (configuration
     reload checksums and errors), acceptors, addresses and queues with message counts, and broker connections with
     their state, in one bulk Jolokia request whatever the number of queues.
+  - Reads the continuity broker plugin's MBean in the same request (docs/plugin.md) and returns it as
+    RV(continuity_plugin); on a broker without the plugin that is V(null) with a note in RV(notes), never an error.
   - Detects the features of the broker's Artemis release (for example the broker-connection MBean since 2.39 and
     C(PendingMirrorAcks) since 2.40). A value a release cannot give is returned as V(null) with a note, never as 0.
 author:
@@ -145,6 +147,61 @@ broker_connections:
     queue consumer, see C(connected_source)), C(uri) (null before 2.39), C(mirror).
   returned: success
   type: dict
+continuity_plugin:
+  description:
+    - The continuity broker plugin (docs/plugin.md) -- site role of its passive guard, ack model, replication latency
+      on this broker as mirror target. V(null) when the plugin is not installed (see RV(notes)).
+    - Latencies and ages are seconds, V(null) when the plugin has no sample in its window.
+  returned: success
+  type: dict
+  contains:
+    mbean:
+      description: "ObjectName of the plugin's MBean."
+      type: str
+    site_role:
+      description: "Role of the passive-site guard, V(active) or V(passive)."
+      type: str
+      sample: passive
+    site_role_since:
+      description: "When the role was set (ISO-8601)."
+      type: str
+    state_file:
+      description: "File the role is persisted in (a restart keeps it)."
+      type: str
+    mirror_users:
+      description: "Users the guard never refuses."
+      type: list
+      elements: str
+    mirror_acceptors:
+      description: "Acceptors whose connections the guard never refuses."
+      type: list
+      elements: str
+    window_seconds:
+      description: "Sliding window behind every rate and percentile."
+      type: int
+    statistics_since:
+      description: "Start of the statistics (plugin start or last reset)."
+      type: str
+    plugin_version:
+      description: "Version of the plugin jar."
+      type: str
+    passive_guard:
+      description: "C(refusals), C(refused_sends), C(refused_consumers), C(refused_clients) since start or reset."
+      type: dict
+    ack_model:
+      description: >-
+        C(unacked_deliveries) (in flight now), C(deliveries_per_second), C(acks_per_second), C(acks_per_ack_call)
+        (batching factor), C(ack_latency_p50_seconds), C(ack_latency_p99_seconds), C(transacted_share),
+        C(client_ack_share), C(auto_ack_share), C(unclassified_share), C(tracked_consumers), and C(addresses) (the
+        plugin's per-address C(AckModel) table).
+      type: dict
+    replication:
+      description: >-
+        This broker as mirror target: C(latency_p50_seconds), C(latency_p99_seconds), C(latency_max_seconds)
+        (arrival here minus send time on the other site), C(samples_in_window), C(mirrored_per_second),
+        C(mirrored_messages_total), C(newest_event_age_seconds), C(last_arrival_age_seconds),
+        C(clock_skew_samples), and C(addresses) (the per-address C(ReplicationLatency) table).
+      type: dict
 notes:
   description: What could not be read and why.
   returned: success
@@ -187,7 +244,7 @@ def main():
             module.fail_json(msg="name_regex is not a valid regular expression: %s" % exc)
     try:
         collector = collector_from_params(module.params)
-        snap = collector.collect(include_addresses=True)
+        snap = collector.collect(include_addresses=True, include_plugin_tables=True)
     except JolokiaError as exc:
         fail_on_error(module, exc)
     incl = module.params["include_internal"]
@@ -211,6 +268,7 @@ def main():
         addresses=addresses,
         queues=queues,
         broker_connections={n: _strip(c) for n, c in snap["connections"].items()},
+        continuity_plugin=snap["continuity_plugin"],
         notes=snap["notes"],
         requests=collector.client.request_count,
     )

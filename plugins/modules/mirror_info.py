@@ -27,6 +27,11 @@ description:
     the site and the peer's sample are taken concurrently.
   - Before 2.32 the SNF queue has no MBean; when C(listQueues) does not list it either (the lab does not), the
     backlog and the rates are null.
+  - When the continuity broker plugin is installed (docs/plugin.md), each connection also carries
+    RV(connections[].plugin_estimates) -- RPO in seconds from the replication latency the peer measured, and the
+    duplicates a failover now would cause (deliveries in flight plus acks not yet replicated on this site) -- and
+    RV(site.continuity_plugin) / RV(peer_site.continuity_plugin) hold the plugin's headline values. Without the
+    plugin these are V(null) with a note.
   - A value the broker's release cannot give (C(PendingMirrorAcks) before 2.40, C(connected) and C(uri) before
     2.39, the SNF queue before 2.32) is null with a note, never a made-up zero. Before 2.39 C(connected) is
     inferred from the SNF queue's consumer count (see C(connected_source)).
@@ -184,6 +189,16 @@ connections:
     lag_sample:
       description: "The same data as an evidence C(lag_sample) record's fields."
       type: dict
+    plugin_estimates:
+      description:
+        - From the continuity plugin (null when neither site has it), for this direction (site -> peer)
+          C(replication_latency_p50_seconds), C(replication_latency_p99_seconds), C(newest_event_age_seconds) measured
+          on the peer; C(rpo_seconds_est), C(rpo_messages_est), C(rpo_basis) (V(empty), V(replication_latency_p99),
+          V(newest_mirrored_event)); C(duplicates_at_risk_est) = C(in_flight_deliveries) + C(unreplicated_acks_est),
+          C(duplicates_basis); C(acks_per_ack_call) on the site; C(source_role), C(target_role) of the plugins'
+          passive guards; C(notes).
+        - Needs O(peer) for the replication latency (it is measured on the target).
+      type: dict
     notes:
       description: "Why a value is null or approximate."
       type: list
@@ -219,11 +234,15 @@ passive_consumers:
   returned: success
   type: int
 site:
-  description: C(broker), C(version), C(features) of the site, and C(requests) it took.
+  description: >-
+    C(broker), C(version), C(features) of the site, C(requests) it took, and C(continuity_plugin) (the plugin's
+    values as in M(continuity.artemis.broker_info) without the per-address tables; null without the plugin).
   returned: success
   type: dict
 peer_site:
-  description: C(broker), C(version), C(features), C(pending_mirror_acks), C(requests) of the peer (null without peer).
+  description: >-
+    C(broker), C(version), C(features), C(pending_mirror_acks), C(requests), C(continuity_plugin) of the peer (null
+    without peer).
   returned: success
   type: dict
 notes:
@@ -277,7 +296,8 @@ def collect_pair(site, peer):
 
 def _site_summary(snap, collector):
     return {"broker": snap.get("broker"), "version": snap.get("version"), "features": snap.get("features"),
-            "pending_mirror_acks": snap.get("pending_mirror_acks"), "requests": collector.client.request_count}
+            "pending_mirror_acks": snap.get("pending_mirror_acks"), "requests": collector.client.request_count,
+            "continuity_plugin": snap.get("continuity_plugin")}
 
 
 def main():

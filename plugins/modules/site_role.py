@@ -20,6 +20,11 @@ description:
   - On Artemis 2.43+ a configuration reload recreates a changed acceptor, so activation there writes
     C(autoStart=true) and calls the C(reloadConfigurationFile) operation; before 2.43 it calls the acceptors'
     C(start) operation.
+  - When the broker runs the continuity broker plugin (docs/plugin.md), the plugin's passive-site guard follows the
+    role too -- O(state=passive) calls its C(setSiteRole("passive")) (clients are refused even through the mirror
+    acceptor; the plugin persists the role in its state file) and O(state=active) calls C(setSiteRole("active"))
+    before the acceptors open. The guard's role is returned as RV(plugin_role). Without the plugin nothing else
+    changes.
   - A site whose Jolokia cannot be reached is reported as C(unreachable). With O(allow_unreachable) and
     O(state=passive) the fence is still written to O(broker_xml), which is how a failover fences a site whose broker
     is down but whose host is reachable.
@@ -124,6 +129,17 @@ method:
   description: How the acceptors were opened (V(reload) on 2.43+, V(start) before).
   returned: when O(state=active) changed something
   type: str
+plugin_role:
+  description:
+    - Role of the continuity plugin's passive-site guard after the task (V(active) or V(passive)); V(null) when the
+      broker has no continuity plugin or cannot be reached. A query warns when it differs from RV(role).
+  returned: always
+  type: str
+  sample: passive
+plugin_role_before:
+  description: Role of the plugin's guard before the task (V(null) without the plugin).
+  returned: always
+  type: str
 error:
   description: Why the site was unreachable.
   returned: when unreachable
@@ -132,6 +148,7 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
 from ansible_collections.continuity.artemis.plugins.module_utils import site_role as roles
 from ansible_collections.continuity.artemis.plugins.module_utils import switch
@@ -142,6 +159,28 @@ from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args im
 def _persisted(path, acceptors):
     with open(path, "r", encoding="utf-8") as fh:
         return roles.persisted_role(fh.read(), acceptors)
+
+
+def _plugin_role(snap):
+    """Role of the continuity plugin's guard in a snapshot; None without the plugin (or unreachable)."""
+    return (snap.get("continuity_plugin") or {}).get("site_role")
+
+
+def _apply_plugin_role(module, site, role, current, result):
+    """Give the plugin's guard ``role`` (no-op without the plugin); failing it fails the task with the reason."""
+    try:
+        done = continuity_plugin.apply_role(site.client, site.broker(), role, current, module.check_mode)
+    except jolokia.JolokiaError as exc:
+        fail_on_error(module, exc, "setting the continuity plugin's site role to %s" % role, **result)
+    result["plugin_role"] = done["role"]
+    result["changed"] = result["changed"] or done["changed"]
+
+
+def _warn_on_disagreement(module, result):
+    role, guard = result.get("role"), result.get("plugin_role")
+    if guard is not None and role in (roles.ACTIVE, roles.PASSIVE) and guard != role:
+        module.warn("the client acceptors make this site %s but the continuity plugin's guard is %s: run site_role "
+                    "with state=%s to align them" % (role, guard, role))
 
 
 def main():
@@ -169,7 +208,9 @@ def main():
         module.fail_json(msg=str(exc))
     except jolokia.JolokiaError as exc:
         fail_on_error(module, exc, "reading the acceptors")
-    result.update(role_before=role_before, role=role_before, reachable=snap.get("reachable", True))
+    plugin_before = _plugin_role(snap)
+    result.update(role_before=role_before, role=role_before, reachable=snap.get("reachable", True),
+                  plugin_role_before=plugin_before, plugin_role=plugin_before)
     if not result["reachable"]:
         result["error"] = snap.get("error")
     else:
@@ -189,14 +230,18 @@ def main():
                 result["changed"] = fence["changed"]
                 diff = fence
         elif p["state"] == "passive":
+            # the guard first: clients are refused from now on, even through an acceptor that stays open
+            _apply_plugin_role(module, site, roles.PASSIVE, plugin_before, result)
             done = switch.deactivate(site, result["acceptors"], module.check_mode)
-            result["changed"] = done["changed"]
+            result["changed"] = result["changed"] or done["changed"]
             diff = done["fence"]
             result["role"] = roles.PASSIVE
         elif p["state"] == "active":
+            # the guard first: the first client through the opened acceptors must not be refused
+            _apply_plugin_role(module, site, roles.ACTIVE, plugin_before, result)
             done = switch.activate(site, result["acceptors"], switch.version_tuple(snap), p["wait_timeout"],
                                    check_mode=module.check_mode)
-            result["changed"] = done["changed"]
+            result["changed"] = result["changed"] or done["changed"]
             if done["started"]:
                 result["method"] = done["method"]
             diff = done["fence"]
@@ -212,6 +257,8 @@ def main():
     except jolokia.JolokiaError as exc:
         fail_on_error(module, exc, "changing the client acceptors", **result)
 
+    if p["state"] == "query":
+        _warn_on_disagreement(module, result)
     if module._diff and diff and diff["changed"]:
         result["diff"] = dict(before=diff["before"], after=diff["after"],
                               before_header=diff["path"], after_header=diff["path"])

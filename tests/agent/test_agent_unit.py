@@ -290,9 +290,12 @@ def test_metric_names_are_documented_and_exported(make_agent, two_sites):
     exported = {name for name, _ in scrape(agent)}
     assert exported <= metrics.exposed_names()
     missing = {m.name for m in metrics.METRICS} - exported
-    # pending acks are exported (2.44 fixture); absent: a queue difference, and canaries (off here)
+    # pending acks are exported (2.44 fixture); absent: a queue difference, canaries (off here), and the continuity
+    # plugin's values (these fixture sites have no plugin: only continuity_plugin_up, 0, is exported for them)
+    assert val(scrape(agent), "continuity_plugin_up", site="dc1") == 0
     assert missing <= {"continuity_queue_count_difference"} | {m.name for m in metrics.METRICS
-                                                               if m.name.startswith("continuity_canary_")}, missing
+                                                               if m.name.startswith("continuity_canary_")
+                                                               or m.name in PLUGIN_VALUE_METRICS}, missing
     doc = (Path(__file__).resolve().parents[2] / "docs" / "agent.md")
     if doc.exists():
         text = doc.read_text()
@@ -311,3 +314,59 @@ def test_no_password_in_metrics_evidence_or_logs(make_agent, two_sites, tmp_path
     blobs += [p.read_text() for p in (tmp_path / "state").rglob("*.json")]
     assert not any("secret" in b for b in blobs)
     assert os.path.exists(tmp_path / "state" / "dc2" / "last-known.json")
+
+
+# ------------------------------------------------------------------------------------ continuity plugin
+FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "continuity_plugin"
+PLUGIN_VALUE_METRICS = {m.name for m in metrics.METRICS
+                        if (m.name.startswith("continuity_plugin_") and m.name != "continuity_plugin_up")
+                        or m.name in ("continuity_mirror_plugin_rpo_seconds_estimate",
+                                      "continuity_mirror_plugin_rpo_messages_estimate",
+                                      "continuity_mirror_duplicates_at_risk_estimate",
+                                      "continuity_mirror_unreplicated_acks_estimate")}
+
+
+def _captured_plugin(name: str) -> dict:
+    """A plugin read recorded on the real lab (2.44.0, traffic on dc1: dc1 active with consumers, dc2 passive
+    receiving the mirror), parsed by the collection's one parser."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin
+
+    body = json.loads((FIXTURES / name).read_text())
+    return continuity_plugin.parse(body["value"], body["request"]["mbean"])
+
+
+def test_plugin_values_are_exported_per_site_and_direction(make_agent, two_sites):
+    agent = make_agent()
+    plugins = {"dc1": _captured_plugin("read-2.44-dc1-active-under-traffic.json"),
+               "dc2": _captured_plugin("read-2.44-dc2-passive-mirror-target.json")}
+    collect = agent._collect
+
+    def with_plugin(name):
+        snap = collect(name)
+        snap["continuity_plugin"] = plugins[name]
+        return snap
+
+    agent._collect = with_plugin
+    agent.sample_once()
+    two_sites.clock.advance(1)
+    cut_mirror(two_sites, added=30)  # dc1 -> dc2 has a backlog: the estimates are not the "empty" case
+    cycle = agent.sample_once()
+    s = scrape(agent)
+    assert val(s, "continuity_plugin_up", site="dc1") == 1 and val(s, "continuity_plugin_up", site="dc2") == 1
+    assert val(s, "continuity_plugin_site_role", site="dc2", role="passive") == 1
+    assert val(s, "continuity_plugin_site_role", site="dc2", role="active") == 0
+    assert val(s, "continuity_plugin_site_role", site="dc1", role="active") == 1
+    assert val(s, "continuity_plugin_unacked_deliveries", site="dc1") == 40
+    assert val(s, "continuity_plugin_replication_latency_seconds", site="dc2", quantile="0.99") == 2.883583
+    assert val(s, "continuity_plugin_replication_latency_seconds", site="dc2", quantile="0.5") == 1.048575
+    assert val(s, "continuity_plugin_passive_guard_refusals_total", site="dc2") == 0
+    # dc1 -> dc2: disconnected with a backlog -> the age of the newest event dc2 applied is the RPO;
+    # duplicates = dc1's 40 deliveries in flight + its ack rate x that RPO, capped by the 30-event backlog
+    assert val(s, "continuity_mirror_plugin_rpo_seconds_estimate", **D12) == 0.112
+    assert val(s, "continuity_mirror_unreplicated_acks_estimate", **D12) == pytest.approx(34.637457888232404 * 0.112)
+    assert val(s, "continuity_mirror_duplicates_at_risk_estimate", **D12) == pytest.approx(
+        40 + 34.637457888232404 * 0.112)
+    # dc2 -> dc1: its backlog is empty, so nothing is at risk whatever dc1 measured
+    assert val(s, "continuity_mirror_plugin_rpo_seconds_estimate", **D21) == 0.0
+    d12 = next(d for d in cycle.directions if d.connection == "DC2")
+    assert d12.plugin_estimates["rpo_basis"] == "newest_mirrored_event"

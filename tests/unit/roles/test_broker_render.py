@@ -245,7 +245,8 @@ def test_continuity_plugin_renders_every_property_as_the_plugin_reads_it():
         "mirror-users": "mirror,bridge", "mirror-acceptors": "", "initial-role": "passive", "window-seconds": "30",
         "max-addresses": "500", "latency-origin": "timestamp", "include-internal-queues": "false"}
     # the jar goes to lib/ with the other plugin jars (tasks/plugins.yml loops over broker__plugins)
-    entries = context("broker", load_vars("continuity_plugin.yml")["vars"], {"broker__version": "2.44.0"})["broker__plugins"]
+    ctx = context("broker", load_vars("continuity_plugin.yml")["vars"], {"broker__version": "2.44.0"})
+    entries = ctx["broker__plugins"]
     assert entries[1]["jar_file"] == "/srv/jars/continuity-artemis-plugin-0.1.0.jar" and "jar_url" not in entries[1]
     assert config["continuity_plugin"]["enabled"] is True
 
