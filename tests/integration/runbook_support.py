@@ -142,9 +142,11 @@ class Lab:
 
     def set_role(self, site: str, active: bool) -> None:
         """Put a site in a role directly (test set-up between tests, never the thing under test):
-        the acceptor's start()/stop() and autoStart in broker.xml, as the site_role module does."""
-        from ansible_collections.continuity.artemis.plugins.module_utils import objectname, switch
+        the continuity plugin's guard first (the lab installs the plugin), then the acceptor's start()/stop() and
+        autoStart in broker.xml, as the site_role module does."""
+        from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin, objectname, switch
 
+        continuity_plugin.set_role(self.client(site), site, "active" if active else "passive")
         fence = switch.persist_fence(str(self.broker_xml(site)), [CLIENT_ACCEPTOR], active)
         if fence["changed"]:
             # Apply the file now: a 2.43+ broker's periodic config refresh would otherwise recreate the changed

@@ -1,0 +1,143 @@
+"""The continuity broker plugin wired into the collection, on the real two-site lab (Artemis 2.44.0).
+
+The lab is deployed by the collection's roles with `broker_continuity_plugin` enabled (inventories/lab) in a
+private LAB_ROOT on free ports, then given its initial roles (dc1 active, dc2 passive). These tests prove, through
+the operator's surfaces (modules run with `ansible localhost -m`, a plain AMQP client, the traffic tool):
+
+* the plugin is loaded on both brokers by the role, with each site's initial role;
+* broker_info reads the plugin's MBean and site_role reports the guard's role;
+* site_role state=passive sets the plugin's SiteRole, and then a client producer pointed at the passive site's
+  MIRROR acceptor (which the fence never stops) is refused, while the same producer was accepted before;
+* while traffic flows on dc1, dc2 (the mirror target) reports a positive replication latency, and mirror_info
+  turns it into an RPO and a duplicates-at-risk estimate.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from .runbook_support import ADMIN_PASSWORD, ADMIN_USER, Lab, Traffic
+
+pytestmark = [pytest.mark.slow]
+
+GUARD_ADDRESS = "continuity.plugin.guard"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab = Lab(tmp_path_factory.mktemp("plugin-lab"))
+    try:
+        lab.up()
+        yield lab
+    finally:
+        lab.down()
+
+
+def plugin_of(lab: Lab, site: str) -> dict:
+    failed, res = lab.module("broker_info", lab.site_args(site))
+    assert not failed, res
+    return res
+
+
+def mirror_url(lab: Lab, site: str) -> str:
+    return f"amqp://127.0.0.1:{lab.endpoints['sites'][site]['acceptors']['mirror']}"
+
+
+def send_one(url: str, body: str) -> str:
+    """Send one durable message as the lab's admin (a client, not the mirror user): 'accepted' or 'rejected'."""
+    from proton import Delivery, Message
+    from proton.utils import BlockingConnection, SendException
+
+    conn = BlockingConnection(url, user=ADMIN_USER, password=ADMIN_PASSWORD, allowed_mechs="PLAIN", timeout=20)
+    try:
+        sender = conn.create_sender(GUARD_ADDRESS)
+        try:
+            sender.send(Message(body=body, durable=True), timeout=20)
+        except SendException as exc:
+            return "rejected" if exc.state == Delivery.REJECTED else f"send failed: state {exc.state}"
+        return "accepted"
+    finally:
+        conn.close()
+
+
+def test_plugin_is_loaded_on_both_sites_with_their_initial_roles(lab):
+    for site, role in (("dc1", "active"), ("dc2", "passive")):
+        res = plugin_of(lab, site)
+        p = res["continuity_plugin"]
+        assert p is not None, res["notes"]
+        assert p["mbean"] == f'org.apache.activemq.artemis:broker="{site}",component=continuity'
+        assert p["site_role"] == role and p["plugin_version"] == "0.1.0"
+        assert p["mirror_users"] == ["mirror"] and p["mirror_acceptors"] == []
+        assert Path(p["state_file"]) == lab.instance(site) / "data" / "continuity-site-role"
+        assert not any("continuity plugin" in n for n in res["notes"]), res["notes"]
+        # the jar the role copied, and the broker's own start line
+        assert (lab.instance(site) / "lib" / "continuity-artemis-plugin-0.1.0.jar").is_file()
+        log = (lab.instance(site) / "log" / "artemis.log").read_text(errors="replace")
+        assert f"continuity plugin: site role {role}" in log
+
+
+def test_site_role_passive_sets_the_guard_and_the_mirror_port_refuses_clients(lab):
+    from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin
+
+    # set-up: the guard of dc2 open (its client acceptor stays fenced); a client on the mirror port gets through
+    continuity_plugin.set_role(lab.client("dc2"), "dc2", "active")
+    failed, query = lab.module("site_role", lab.site_args("dc2", client_acceptors=["artemis"]))
+    assert not failed and (query["role"], query["plugin_role"]) == ("passive", "active"), query
+    assert send_one(mirror_url(lab, "dc2"), "before the guard") == "accepted"
+    refusals_before = plugin_of(lab, "dc2")["continuity_plugin"]["passive_guard"]["refusals"]
+
+    # the thing under test: the module an operator and the runbooks use to fence a site
+    failed, res = lab.module("site_role", lab.site_args("dc2", client_acceptors=["artemis"], state="passive",
+                                                        broker_xml=str(lab.broker_xml("dc2"))))
+    assert not failed, res
+    assert res["changed"] is True and (res["plugin_role_before"], res["plugin_role"]) == ("active", "passive")
+    assert res["role"] == "passive" and res["persisted_role"] == "passive"
+    state = (lab.instance("dc2") / "data" / "continuity-site-role").read_text()
+    assert "role=passive" in state
+
+    assert send_one(mirror_url(lab, "dc2"), "after the guard") == "rejected"
+    log = (lab.instance("dc2") / "log" / "artemis.log").read_text(errors="replace")
+    assert (f"Site of broker 'dc2' is PASSIVE (continuity site role, state file {lab.instance('dc2')}/data/"
+            f"continuity-site-role): refused send to address '{GUARD_ADDRESS}'") in log
+    assert "user=admin" in log and "acceptor=mirror" in log
+    guard = plugin_of(lab, "dc2")["continuity_plugin"]["passive_guard"]
+    assert guard["refusals"] == refusals_before + 1 and guard["refused_sends"] >= 1
+
+    # a second run changes nothing; the mirror (dc1 -> dc2) still connects through that port
+    failed, again = lab.module("site_role", lab.site_args("dc2", client_acceptors=["artemis"], state="passive",
+                                                          broker_xml=str(lab.broker_xml("dc2"))))
+    assert not failed and again["changed"] is False and again["plugin_role"] == "passive", again
+    failed, mirror = lab.module("mirror_info", lab.site_args("dc1", sample_interval=0))
+    assert not failed and all(c["connected"] for c in mirror["connections"]), mirror
+
+
+def test_replication_latency_is_measured_on_the_passive_site_while_traffic_flows(lab, tmp_path):
+    traffic = Traffic(lab, tmp_path / "evidence", "plugin-latency", "latency", "orders", producers=1, consumers=1,
+                      rate=100, extra=["--ack-mode", "batch", "--batch-size", "10"])
+    traffic.start()
+    try:
+        assert traffic.wait_received(200, timeout=60), traffic.status()
+        deadline = time.monotonic() + 60
+        while True:
+            repl = plugin_of(lab, "dc2")["continuity_plugin"]["replication"]
+            if (repl["samples_in_window"] or 0) >= 100 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        failed, mirror = lab.module("mirror_info", lab.site_args(
+            "dc1", sample_interval=1, peer=lab.site_args("dc2")))
+    finally:
+        traffic.stop()
+    assert repl["samples_in_window"] >= 100, repl
+    assert repl["latency_p50_seconds"] > 0 and repl["latency_p99_seconds"] >= repl["latency_p50_seconds"], repl
+    assert repl["latency_max_seconds"] >= repl["latency_p99_seconds"] and repl["mirrored_per_second"] > 0, repl
+    assert repl["addresses"]["orders"]["window"]["latencySamples"] > 0, repl
+    assert not failed, mirror
+    est = next(c for c in mirror["connections"] if c["name"] == "DC2")["plugin_estimates"]
+    assert est is not None and est["replication_latency_p99_seconds"] > 0, est
+    assert (est["source_role"], est["target_role"]) == ("active", "passive")
+    assert est["rpo_seconds_est"] is not None and est["rpo_basis"] in ("empty", "replication_latency_p99"), est
+    assert est["duplicates_at_risk_est"] is not None and est["in_flight_deliveries"] is not None, est
+    assert mirror["site"]["continuity_plugin"]["site_role"] == "active"
