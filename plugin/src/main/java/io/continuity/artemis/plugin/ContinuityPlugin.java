@@ -300,7 +300,9 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
    @Override
    public boolean canAccept(ServerConsumer consumer, MessageReference reference) {
       PassiveSiteGuard g = guard;
-      if (g == null || g.role() == SiteRole.ACTIVE) {
+      if (g == null || g.role() == SiteRole.ACTIVE || consumer.isBrowseOnly()) {
+         // a browser never acknowledges, so it cannot make the sites diverge: the collection's canary post-gate
+         // browses the passive site to prove a message was mirrored
          return true;
       }
       try {

@@ -154,6 +154,19 @@ class PassiveGuardIT {
             as(b, "mirror", "app", s -> send(s, "via-mirror-acceptor"));
             assertEquals(4L, b.attribute("PassiveGuardRefusals"), "nothing refused for the mirror");
 
+            // a browser sees what the mirror brought (the canary post-gate reads a passive site this way)
+            as(b, "clients", "app", s -> {
+               try (ClientConsumer browser = s.createConsumer(QUEUE, true)) {
+                  s.start();
+                  ClientMessage seen = browser.receive(5_000);
+                  assertNotNull(seen, "the browser got nothing on the passive site");
+                  assertEquals("from-mirror-user", seen.getBodyBuffer().readString());
+               } catch (Exception e) {
+                  throw new RuntimeException(e);
+               }
+            });
+            assertEquals(4L, b.attribute("PassiveGuardRefusals"), "browsing is not refused");
+
             // the consumer opened before the switch gets nothing more
             assertNull(earlyConsumer.receive(500));
             as(b, "mirror", "mirror", s -> {
