@@ -18,8 +18,10 @@ import json
 import os
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin as plugin
 from ansible_collections.continuity.artemis.plugins.module_utils import gates
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
@@ -241,41 +243,79 @@ def release(site: Site, quiesced: Optional[dict]) -> None:
         _bulk_exec(site, [(m, "resume()") for m in quiesced["paused"]])
 
 
-def deactivate(site: Site, started_now: Dict[str, Optional[bool]], check_mode: bool = False) -> dict:
-    """Fence a site: stop its started client acceptors now, then persist ``autoStart=false``."""
+def set_guard(site: Site, role: str, snapshot: Optional[dict] = None, check_mode: bool = False) -> dict:
+    """Give the continuity plugin's passive-site guard ``role`` (a no-op without the plugin).
+
+    The role comes from ``snapshot`` when it read the plugin; otherwise it is read first, so a plugin whose read
+    failed in the snapshot is never mistaken for an absent one (a guard left passive refuses every client).
+    """
+    current = (snapshot or {}).get("continuity_plugin") or {}
+    if current.get("site_role") in plugin.ROLES:
+        return plugin.apply_role(site.client, site.broker(), role, current["site_role"], check_mode)
+    return plugin.set_role(site.client, site.broker(), role, check_mode)
+
+
+def stop_clients(site: Site, started_now: Dict[str, Optional[bool]], check_mode: bool = False) -> List[str]:
+    """Stop a site's started client acceptors (ONE request): its clients are disconnected, the failure every
+    AMQP/JMS client fails over on. Returns the names stopped."""
     to_stop = [n for n in site.client_acceptors if started_now.get(n)]
     if to_stop and not check_mode:
         set_acceptors(site, to_stop, False)
-    fence = None
-    if site.broker_xml:
-        fence = persist_fence(site.broker_xml, site.client_acceptors, False, check_mode)
-    return {"stopped": to_stop, "fence": fence,
-            "changed": bool(to_stop) or bool(fence and fence["changed"])}
+    return to_stop
+
+
+def seal(site: Site, snapshot: Optional[dict] = None, check_mode: bool = False) -> dict:
+    """Make a fenced site stay passive: the continuity plugin's guard (when installed) refuses clients that reach
+    it through an acceptor left open (the mirror's), and ``autoStart=false`` in broker.xml survives a restart."""
+    guard = set_guard(site, plugin.PASSIVE, snapshot, check_mode)
+    fence = persist_fence(site.broker_xml, site.client_acceptors, False, check_mode) if site.broker_xml else None
+    return {"guard": guard, "fence": fence, "changed": guard["changed"] or bool(fence and fence["changed"])}
+
+
+def deactivate(site: Site, started_now: Dict[str, Optional[bool]], check_mode: bool = False,
+               snapshot: Optional[dict] = None) -> dict:
+    """Fence a site: :func:`stop_clients` then :func:`seal`.
+
+    The acceptors first: a guard turned passive first would refuse the connected clients' sends one by one
+    instead of disconnecting them (seen: a client library crashed on it).
+    """
+    to_stop = stop_clients(site, started_now, check_mode)
+    sealed = seal(site, snapshot, check_mode)
+    return {"stopped": to_stop, "fence": sealed["fence"], "guard": sealed["guard"],
+            "changed": bool(to_stop) or sealed["changed"]}
 
 
 def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Optional[tuple],
              wait_timeout: float = 30.0, wait_sleep: float = 0.05, check_mode: bool = False,
-             clock: Callable[[], float] = time.monotonic, sleeper: Callable[[float], None] = time.sleep) -> dict:
+             clock: Callable[[], float] = time.monotonic, sleeper: Callable[[float], None] = time.sleep,
+             snapshot: Optional[dict] = None) -> dict:
     """Open a site's client acceptors so that the running state and broker.xml agree.
 
     Artemis 2.43+ recreates a changed acceptor on config reload, so there the fence is lifted in broker.xml
     and ``reloadConfigurationFile()`` starts the acceptors (a later file change would otherwise bounce the
     clients that just connected). Before 2.43, ``start()`` now and the file for the next restart.
+    The continuity plugin's guard (when installed) turns active first, so the first clients are not refused.
     """
     to_start = [n for n in site.client_acceptors if not started_now.get(n)]
     method = site_role.activation_method(version)
     if method == "reload" and not site.broker_xml:
         method = "start"  # no file access here: start() now; the fence in the file stays until a deploy
     result: Dict[str, Any] = {"started": to_start, "method": method, "fence": None, "changed": False}
+    result["guard"] = set_guard(site, plugin.ACTIVE, snapshot, check_mode)
     if check_mode:
-        result["changed"] = bool(to_start)
+        result["changed"] = bool(to_start) or result["guard"]["changed"]
         if site.broker_xml:
             result["fence"] = persist_fence(site.broker_xml, site.client_acceptors, True, check_mode=True)
             result["changed"] = result["changed"] or result["fence"]["changed"]
         return result
     if method == "reload":
         result["fence"] = persist_fence(site.broker_xml, site.client_acceptors, True)
-        if to_start:
+        if to_start and not result["fence"]["changed"]:
+            # the file already opens them (a fence never persisted, e.g. a rollback): a reload would not
+            # recreate an unchanged acceptor, and start() now cannot be undone by a later reload
+            set_acceptors(site, to_start, True)
+            result["method"] = "start"
+        elif to_start:
             site.client.exec(on.broker(site.broker()), "reloadConfigurationFile()")
             deadline = clock() + wait_timeout
             while True:
@@ -292,7 +332,8 @@ def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Option
         set_acceptors(site, to_start, True)
         if site.broker_xml:
             result["fence"] = persist_fence(site.broker_xml, site.client_acceptors, True)
-    result["changed"] = bool(to_start) or bool(result["fence"] and result["fence"]["changed"])
+    result["changed"] = (bool(to_start) or bool(result["fence"] and result["fence"]["changed"])
+                         or result["guard"]["changed"])
     return result
 
 
@@ -372,45 +413,54 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
                 "roles_after": {old.name: site_role.PASSIVE, new.name: site_role.ACTIVE},
                 "client_outage_seconds": None, "resumed": resumed, "old_fence_persisted": False, **state}
 
-    # 2. quiesce
+    # 2. quiesce: only what clients wait for is done between here and the activation (pause, settle, stop the
+    # acceptors); the old site is sealed (guard, persisted fence) and its queues resumed after the activation.
     t_quiesce = wall()
     quiesced = None
-    timings: Dict[str, Optional[float]] = {"fence_seconds": None, "release_seconds": None}
+
+    def resume_old(why: str) -> None:
+        """Resume the queues the quiesce paused (best effort: the site is fenced or failed anyway)."""
+        t = clock()
+        try:
+            release(old, quiesced)
+        except j.JolokiaError as exc:
+            phases.append(phase(runbook, "release", wall(), wall(), "fail",
+                                "could not resume the paused queues of %s (%s): %s" % (old.name, why, exc)))
+            return
+        if quiesced:
+            timings["release_seconds"] = clock() - t
+
+    timings: Dict[str, Optional[float]] = {"stop_seconds": None, "release_seconds": None}
     try:
         if not resumed:
             quiesced = quiesce(old, snap_old, settle_timeout, clock=clock, sleeper=sleeper)
-        t_fence = clock()
-        fenced = deactivate(old, acceptor_states(snap_old))
-        timings["fence_seconds"] = clock() - t_fence
+        t_stop = clock()
+        stopped = stop_clients(old, acceptor_states(snap_old))
+        timings["stop_seconds"] = clock() - t_stop
     except j.JolokiaError as exc:
+        resume_old("quiesce failed")
         reason = ("quiesce of %s failed: %s; it may be partly fenced: run the swapover again (it resumes) or "
                   "site_role state=active on %s to undo" % (old.name, exc, old.name))
         phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "fail", reason))
         raise SwitchError(reason, phases, state) from exc
-    finally:
-        t_release = clock()
-        try:
-            release(old, quiesced)
-            timings["release_seconds"] = clock() - t_release
-        except j.JolokiaError as exc:  # the site is fenced or failed anyway; say what is left to undo
-            phases.append(phase(runbook, "release", wall(), wall(), "fail",
-                                "could not resume/unblock %s: %s" % (old.name, exc)))
     phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "done",
-                        data={"stopped_acceptors": fenced["stopped"],
-                              "fence_written": bool(fenced["fence"] and fenced["fence"]["changed"]),
+                        data={"stopped_acceptors": stopped,
                               "settled": quiesced["settled"] if quiesced else None,
                               "outstanding_deliveries": quiesced["outstanding_deliveries"] if quiesced else None,
                               "settle_seconds": quiesced["settle_seconds"] if quiesced else None,
                               "pause_seconds": quiesced["pause_seconds"] if quiesced else None,
                               "settle_samples": quiesced["samples"] if quiesced else 0,
-                              "paused_queues": len(quiesced["paused"]) if quiesced else 0, **timings}))
+                              "paused_queues": len(quiesced["paused"]) if quiesced else 0,
+                              "stop_seconds": timings["stop_seconds"]}))
 
-    # 3. drain gate
+    # 3. drain gate: both sites are read at the same time, so a sample costs one round trip, not two
     t_drain, t_drain_mono = wall(), clock()
     conds = drain_conditions(snap_old, snap_new)
+    pool = ThreadPoolExecutor(max_workers=1)
 
     def take():
-        return old.snapshot(), new.snapshot()
+        new_snap = pool.submit(new.snapshot)
+        return old.snapshot(), new_snap.result()
 
     def judge(sample, previous):
         return gates.evaluate(conds, sample[0], sample[1], previous[0] if previous else None,
@@ -423,6 +473,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     except j.JolokiaError as exc:
         waited = {"ok": False, "samples": [], "reason": "a site could not be read during the drain: %s" % exc,
                   "elapsed": clock() - t_drain_mono, "failed": ["reachable"]}
+    finally:
+        pool.shutdown(wait=False)
     notes = [] if "max_pending_acks" in conds else [
         "PendingMirrorAcks is not available on these releases (needs %s+): the gate relies on equal queue counts"
         % versions.since("pending_mirror_acks")]
@@ -430,13 +482,14 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
         reason = "drain gate failed: %s" % waited["reason"]
         phases.append(phase(runbook, "drain", t_drain, wall(), "fail", reason, gate_samples=waited["samples"],
                             data={"conditions": conds, "notes": notes}))
+        resume_old("drain gate failed")
         if not rollback:
             raise SwitchError(reason + "; rollback disabled: %s stays fenced and NO site serves clients" % old.name,
                               phases, state)
         t_rb = wall()
         try:
             undone = activate(old, read_acceptors(old), version_tuple(snap_old), activation_timeout,
-                              clock=clock, sleeper=sleeper)
+                              clock=clock, sleeper=sleeper)  # no snapshot: the guard was just set passive
         except Exception as exc:  # the operator must know no site serves now
             phases.append(phase(runbook, "rollback", t_rb, wall(), "fail", "rollback of %s failed: %s"
                                 % (old.name, exc)))
@@ -455,8 +508,9 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     t_act = wall()
     try:
         opened = activate(new, acceptor_states(snap_new), version_tuple(snap_new), activation_timeout,
-                          clock=clock, sleeper=sleeper)
+                          clock=clock, sleeper=sleeper, snapshot=snap_new)
     except j.JolokiaError as exc:
+        resume_old("activation failed")
         reason = ("activation of %s failed after the drain gate passed: %s; NO SITE SERVES CLIENTS: run the "
                   "swapover again (it resumes at the drain gate) or site_role state=active on %s"
                   % (new.name, exc, new.name))
@@ -467,7 +521,26 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     phases.append(phase(runbook, "activate", t_act, t_active, "done", roles_before=roles_before,
                         roles_after=roles_after,
                         data={"method": opened["method"], "started_acceptors": opened["started"],
+                              "guard": opened["guard"],
                               "client_outage_seconds": t_active - t_quiesce}))
+
+    # 5. seal the old site (clients are served again meanwhile) and resume its paused queues
+    t_seal = wall()
+    sealed = None
+    try:
+        sealed = seal(old, snap_old)
+    except (j.JolokiaError, OSError) as exc:
+        # the switch is done and the old site's acceptors are stopped; the runbook persists the fence on the old
+        # site's host when old_fence_persisted is false
+        phases.append(phase(runbook, "seal", t_seal, wall(), "fail",
+                            "%s is fenced (acceptors stopped) but not sealed: %s" % (old.name, exc)))
+    finally:
+        resume_old("after the switch")
+    if sealed is not None:
+        phases.append(phase(runbook, "seal", t_seal, wall(), "done",
+                            data={"guard": sealed["guard"],
+                                  "fence_written": bool(sealed["fence"] and sealed["fence"]["changed"]),
+                                  "release_seconds": timings["release_seconds"]}))
     return {"changed": True, "phases": phases, "roles_before": roles_before, "roles_after": roles_after,
             "client_outage_seconds": (t_active - t_quiesce) if not resumed else None, "resumed": resumed,
-            "old_fence_persisted": fenced["fence"] is not None, **state}
+            "old_fence_persisted": bool(sealed and sealed["fence"] is not None), **state}

@@ -39,6 +39,12 @@ options:
     elements: dict
     required: true
 attributes:
+  action:
+    description:
+      - On a local connection (the runbooks run on C(localhost)) the action plugin builds and writes the records in
+        the controller's process, with the same argument spec and checks, without starting a module. On any other
+        connection the module runs on the target host.
+    support: full
   check_mode:
     description: Validates the records and writes nothing.
     support: full

@@ -18,10 +18,9 @@ description:
     passive, mirrors connected both ways, backlog under O(preflight_max_backlog), no consumers on O(new_site), no
     configuration reload errors in either broker's C(Status).
   - 2. Quiesce - pause the client queues of O(old_site) until the deliveries in flight are acknowledged (at most
-    O(settle_timeout)), then stop its client acceptors and resume the queues. Clients are disconnected and cannot
-    reconnect there; the mirror acceptor stays up. A delivery still unacknowledged at the fence would be delivered
-    again on O(new_site); sends in flight at the fence are in doubt for the client, which resends them. With
-    O(old_site.broker_xml) the fence is also written to broker.xml.
+    O(settle_timeout)), then stop its client acceptors. Clients are disconnected and cannot reconnect there; the
+    mirror acceptor stays up. A delivery still unacknowledged at the fence would be delivered again on O(new_site);
+    sends in flight at the fence are in doubt for the client, which resends them.
   - 3. Drain gate - both mirror backlogs 0, C(PendingMirrorAcks) 0 where the release has it (2.40+) and equal
     per-queue message counts, for O(stable_samples) consecutive samples within O(drain_timeout). Equal counts are
     required because real Artemis drops a mirrored acknowledgement it cannot apply while C(PendingMirrorAcks)
@@ -29,7 +28,11 @@ description:
     with the reason.
   - 4. Activate O(new_site) - the point of no return. On Artemis 2.43+ with O(new_site.broker_xml) the fence is lifted
     in broker.xml and the C(reloadConfigurationFile) operation opens the acceptors; otherwise the acceptors'
-    C(start) operation.
+    C(start) operation. When the broker runs the continuity plugin, its passive-site guard turns active first.
+  - 5. Seal O(old_site), after the activation so clients do not wait for it - the continuity plugin's guard (when
+    installed) turns passive, the fence is written to O(old_site.broker_xml) when given (RV(old_fence_persisted)),
+    and the queues the quiesce paused are resumed. A seal that fails is recorded as a failed C(seal) phase; the
+    switch stands.
   - Re-running converges - a swapover already done reports no change; one interrupted after the quiesce resumes at
     the drain gate. At no moment do both sites serve clients.
   - Run the task on the host of O(new_site) when its O(new_site.broker_xml) is set (the file is edited locally).
@@ -170,7 +173,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 phases:
-  description: One entry per phase (preflight, quiesce, drain, rollback, activate), shaped as evidence C(phase) records.
+  description: One entry per phase (preflight, quiesce, drain, rollback, activate, seal), as evidence C(phase) records.
   returned: always
   type: list
   elements: dict

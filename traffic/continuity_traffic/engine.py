@@ -11,6 +11,7 @@ import collections
 import queue
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -450,7 +451,9 @@ class TrafficEngine:
             self.container.run()
         except Exception as exc:  # pragma: no cover - reported, ledgers still closed below
             self.fatal = amqp.AmqpError(amqp.PROTOCOL, f"engine crashed: {exc!r}")
-            self.errors.append({"ts": time.time(), "client": "engine", "kind": "crash", "message": repr(exc)})
+            # the traceback too: a crash inside the AMQP library is otherwise undiagnosable from the ledgers
+            self.errors.append({"ts": time.time(), "client": "engine", "kind": "crash", "message": repr(exc),
+                                "traceback": traceback.format_exc(limit=12)})
         finally:
             for client in [*self.producers, *self.consumers]:
                 if not client.ledger.closed:

@@ -11,9 +11,13 @@ from ansible_collections.continuity.artemis.plugins.module_utils import switch
 
 
 class FakeResult:
-    def __init__(self, ok=True, value=None):
+    def __init__(self, ok=True, value=None, status=200, error=None):
         self.ok = ok
         self.value = value
+        self.status = status
+        self.error = error
+        self.error_type = None
+        self.request = {}
 
     def raise_for_status(self):
         if not self.ok:
@@ -35,6 +39,7 @@ class World:
         self.paused = {"dc1": False, "dc2": False}
         self.delivering = {"dc1": 0, "dc2": 0}  # messages handed to consumers and not acknowledged yet
         self.stuck_consumer = False
+        self.guard = {"dc1": None, "dc2": None}  # the continuity plugin's role; None = plugin not installed
         self.calls: list = []
         self.reloads = 0
 
@@ -71,6 +76,10 @@ class FakeClient:
         out = []
         for req in requests:
             _d, props = on.parse(req["mbean"])
+            if props.get("component") == "continuity":  # the plugin's SiteRole read
+                role = self.world.guard[self.site]
+                out.append(FakeResult(value=role) if role else FakeResult(False, status=404, error="not found"))
+                continue
             if props.get("component") != "acceptors":  # address block/unblock, queue pause/resume
                 self.world.calls.append((req["operation"], self.site, props.get("queue") or props.get("address")))
                 if req["operation"] == "pause()":
@@ -88,7 +97,13 @@ class FakeClient:
         return out
 
     def request(self, req):
-        """The settle sample: listQueues filtered by the broker on deliveringCount > 0."""
+        """The settle sample (listQueues filtered by the broker on deliveringCount > 0) or the plugin's
+        setSiteRole."""
+        if req["operation"] == "setSiteRole(java.lang.String)":
+            assert self.world.guard[self.site] is not None, "setSiteRole on a broker without the plugin"
+            self.world.guard[self.site] = req["arguments"][0]
+            self.world.calls.append(("guard", self.site, req["arguments"][0]))
+            return None
         assert req["operation"] == "listQueues(java.lang.String,int,int)"
         options = json.loads(req["arguments"][0])
         assert (options["field"], options["operation"], options["value"]) == ("deliveringCount", "GREATER_THAN", "0")
@@ -161,8 +176,9 @@ def run(world, **kw):
 def test_swapover_fences_drains_then_activates_by_reload_on_2_43_plus(world):
     res = run(world, stable_samples=2)
     assert res["changed"] is True
-    assert [p["phase"] for p in res["phases"]] == ["preflight", "quiesce", "drain", "activate"]
-    assert [p["decision"] for p in res["phases"]] == ["pass", "done", "pass", "done"]
+    assert [p["phase"] for p in res["phases"]] == ["preflight", "quiesce", "drain", "activate", "seal"]
+    assert [p["decision"] for p in res["phases"]] == ["pass", "done", "pass", "done", "done"]
+    assert res["old_fence_persisted"] is True and res["phases"][4]["data"]["fence_written"] is True
     assert world.acceptors == {"dc1": {"artemis": False, "mirror": True}, "dc2": {"artemis": True, "mirror": True}}
     # The fence is in the files: a restarted dc1 stays passive, dc2 comes up active.
     assert "autoStart=false" in world.files["dc1"].read_text()
@@ -314,3 +330,51 @@ def test_queues_the_mirror_does_not_copy_are_left_out_with_the_address_filter(wo
         run(world, drain_timeout=0)
     res = run(world, address_filter="orders,!local.")
     assert res["changed"] is True and world.acceptors["dc2"]["artemis"] is True
+
+
+def test_the_plugin_guard_follows_the_switch_passive_after_the_fence_active_before_the_opening(world):
+    world.guard = {"dc1": "active", "dc2": "passive"}
+    run(world)
+    assert world.guard == {"dc1": "passive", "dc2": "active"}
+    calls = world.calls
+    # clients are disconnected by the stopped acceptor, not refused send by send
+    assert calls.index(("stop()", "dc1", "artemis")) < calls.index(("guard", "dc1", "passive"))
+    assert calls.index(("guard", "dc2", "active")) < calls.index(("reload", "dc2"))
+
+
+def test_a_rollback_gives_the_old_site_its_active_guard_back(world):
+    world.guard = {"dc1": "active", "dc2": "passive"}
+    world.cut_on_quiesce = True  # the WAN link goes down during the drain
+    with pytest.raises(switch.SwitchError, match="rolled back"):
+        run(world, drain_timeout=0)
+    assert world.guard == {"dc1": "active", "dc2": "passive"}
+    # dc1 is sealed (guard passive) only after a successful switch: a rollback has nothing to undo there
+    assert not [c for c in world.calls if c[0] == "guard"]
+    assert err_free_reopen(world)
+
+
+def err_free_reopen(world):
+    """dc1's client acceptor is open again and was opened by start() (the file was never changed)."""
+    return world.acceptors["dc1"]["artemis"] is True and ("start()", "dc1", "artemis") in world.calls
+
+
+def test_without_the_plugin_no_guard_is_set(world):
+    run(world)
+    assert not [c for c in world.calls if c[0] == "guard"]
+
+
+def test_the_old_site_is_sealed_and_resumed_after_the_activation_outside_the_outage(world):
+    world.delivering["dc1"] = 1
+    run(world)
+    calls = world.calls
+    assert calls.index(("reload", "dc2")) < calls.index(("resume()", "dc1", "orders"))
+    assert "autoStart=false" in world.files["dc1"].read_text()
+
+
+def test_a_seal_that_fails_leaves_the_switch_done_and_says_the_fence_is_not_persisted(world, tmp_path):
+    world.files["dc1"] = tmp_path / "missing" / "dc1.xml"  # the old site's broker.xml cannot be written
+    res = run(world)
+    seal = res["phases"][-1]
+    assert (seal["phase"], seal["decision"]) == ("seal", "fail") and "not sealed" in seal["reason"]
+    assert res["roles_after"] == {"dc1": "passive", "dc2": "active"} and res["old_fence_persisted"] is False
+    assert world.paused["dc1"] is False  # resumed all the same
