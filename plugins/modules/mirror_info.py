@@ -30,7 +30,7 @@ description:
   - When the continuity broker plugin is installed (docs/plugin.md), each connection also carries
     RV(connections[].plugin_estimates) -- RPO in seconds from the replication latency the peer measured, and the
     duplicates a failover now would cause (deliveries in flight plus acks not yet replicated on this site) -- and
-    RV(site.continuity_plugin) / RV(peer_site.continuity_plugin) hold the plugin's headline values. Without the
+    C(continuity_plugin) in RV(site) and RV(peer_site) holds the plugin's headline values. Without the
     plugin these are V(null) with a note.
   - A value the broker's release cannot give (C(PendingMirrorAcks) before 2.40, C(connected) and C(uri) before
     2.39, the SNF queue before 2.32) is null with a note, never a made-up zero. Before 2.39 C(connected) is
