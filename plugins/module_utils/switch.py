@@ -337,6 +337,13 @@ def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Option
     return result
 
 
+def read_both(first: Site, second: Site) -> tuple:
+    """Snapshots of two sites taken at the same time (one round trip instead of two)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        later = pool.submit(second.snapshot)
+        return first.snapshot(), later.result()
+
+
 # ------------------------------------------------------------------------------------------ swapover
 def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: float = 0.2,
              stable_samples: int = 2, preflight_max_backlog: Optional[int] = None, queue_tolerance: int = 0,
@@ -375,7 +382,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
                             "already done: %s is active and %s passive" % (new.name, old.name),
                             roles_before, roles_before))
         return {"changed": False, "phases": phases, "roles_before": roles_before, "roles_after": roles_before,
-                "client_outage_seconds": None, "resumed": False, "old_fence_persisted": False, **state}
+                "client_outage_seconds": None, "resumed": False, "old_fence_persisted": False,
+                "mirrors_connected_after": None, **state}
     if role_new in (site_role.ACTIVE, site_role.MIXED) and role_old in (site_role.ACTIVE, site_role.MIXED):
         reason = ("both sites serve clients (%s %s, %s %s): fence one of them with the site_role module before "
                   "a swapover" % (old.name, role_old, new.name, role_new))
@@ -411,7 +419,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     if check_mode:
         return {"changed": True, "phases": phases, "roles_before": roles_before,
                 "roles_after": {old.name: site_role.PASSIVE, new.name: site_role.ACTIVE},
-                "client_outage_seconds": None, "resumed": resumed, "old_fence_persisted": False, **state}
+                "client_outage_seconds": None, "resumed": resumed, "old_fence_persisted": False,
+                "mirrors_connected_after": None, **state}
 
     # 2. quiesce: only what clients wait for is done between here and the activation (pause, settle, stop the
     # acceptors); the old site is sealed (guard, persisted fence) and its queues resumed after the activation.
@@ -456,11 +465,9 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     # 3. drain gate: both sites are read at the same time, so a sample costs one round trip, not two
     t_drain, t_drain_mono = wall(), clock()
     conds = drain_conditions(snap_old, snap_new)
-    pool = ThreadPoolExecutor(max_workers=1)
 
     def take():
-        new_snap = pool.submit(new.snapshot)
-        return old.snapshot(), new_snap.result()
+        return read_both(old, new)
 
     def judge(sample, previous):
         return gates.evaluate(conds, sample[0], sample[1], previous[0] if previous else None,
@@ -473,8 +480,6 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     except j.JolokiaError as exc:
         waited = {"ok": False, "samples": [], "reason": "a site could not be read during the drain: %s" % exc,
                   "elapsed": clock() - t_drain_mono, "failed": ["reachable"]}
-    finally:
-        pool.shutdown(wait=False)
     notes = [] if "max_pending_acks" in conds else [
         "PendingMirrorAcks is not available on these releases (needs %s+): the gate relies on equal queue counts"
         % versions.since("pending_mirror_acks")]
@@ -541,6 +546,21 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
                             data={"guard": sealed["guard"],
                                   "fence_written": bool(sealed["fence"] and sealed["fence"]["changed"]),
                                   "release_seconds": timings["release_seconds"]}))
+
+    # 6. one look at the mirrors after the switch (both ways connected?): when they are, the runbook's
+    # mirrors-connected post-gate is already proven and need not start another module to wait for it
+    t_look = wall()
+    try:
+        after = read_both(new, old)
+        ev = gates.evaluate({"connected": True}, after[0], after[1], direction="both")
+        look = gates.sample_record(ev, wall(), 0.0, 1 if ev["ok"] else 0)
+        connected_after = bool(ev["ok"])
+        reason = None if ev["ok"] else ev["conditions"]["connected"]["reason"]
+    except j.JolokiaError as exc:
+        look, connected_after, reason = None, False, "could not read the sites: %s" % exc
+    phases.append(phase(runbook, "mirrors_after", t_look, wall(), "pass" if connected_after else "fail", reason,
+                        gate_samples=[look] if look else None))
     return {"changed": True, "phases": phases, "roles_before": roles_before, "roles_after": roles_after,
             "client_outage_seconds": (t_active - t_quiesce) if not resumed else None, "resumed": resumed,
-            "old_fence_persisted": bool(sealed and sealed["fence"] is not None), **state}
+            "old_fence_persisted": bool(sealed and sealed["fence"] is not None),
+            "mirrors_connected_after": connected_after, **state}

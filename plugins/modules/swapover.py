@@ -33,6 +33,8 @@ description:
     installed) turns passive, the fence is written to O(old_site.broker_xml) when given (RV(old_fence_persisted)),
     and the queues the quiesce paused are resumed. A seal that fails is recorded as a failed C(seal) phase; the
     switch stands.
+  - 6. One look at both sites after the switch tells whether the mirrors are connected both ways
+    (RV(mirrors_connected_after)).
   - Re-running converges - a swapover already done reports no change; one interrupted after the quiesce resumes at
     the drain gate. At no moment do both sites serve clients.
   - Run the task on the host of O(new_site) when its O(new_site.broker_xml) is set (the file is edited locally).
@@ -173,7 +175,8 @@ EXAMPLES = r'''
 
 RETURN = r'''
 phases:
-  description: One entry per phase (preflight, quiesce, drain, rollback, activate, seal), as evidence C(phase) records.
+  description: One entry per phase (preflight, quiesce, drain, rollback, activate, seal, mirrors_after).
+    Each is shaped as an evidence C(phase) record.
   returned: always
   type: list
   elements: dict
@@ -199,6 +202,13 @@ old_fence_persisted:
     - The fence of O(old_site) was written to (or found in) its O(old_site.broker_xml) by this task, so a restart of
       that broker keeps it passive. False when the file was not given (the task runs on another host) or nothing
       was switched; the runbooks then persist it on the old site's own host.
+  returned: always
+  type: bool
+mirrors_connected_after:
+  description:
+    - Both mirrors were connected in one look at the two sites right after the switch (phase C(mirrors_after)).
+      The runbooks skip their own mirrors-connected post-gate when true and wait for it when false.
+    - Null when nothing was switched.
   returned: always
   type: bool
 evidence_file:
@@ -301,7 +311,8 @@ def main():
     path = None if module.check_mode else _write_evidence(p, res["phases"])
     module.exit_json(changed=res["changed"], phases=res["phases"], roles_before=res["roles_before"],
                      roles_after=res["roles_after"], client_outage_seconds=res["client_outage_seconds"],
-                     resumed=res["resumed"], old_fence_persisted=res["old_fence_persisted"], evidence_file=path)
+                     resumed=res["resumed"], old_fence_persisted=res["old_fence_persisted"],
+                     mirrors_connected_after=res["mirrors_connected_after"], evidence_file=path)
 
 
 if __name__ == "__main__":

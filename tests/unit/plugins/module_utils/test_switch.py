@@ -176,8 +176,10 @@ def run(world, **kw):
 def test_swapover_fences_drains_then_activates_by_reload_on_2_43_plus(world):
     res = run(world, stable_samples=2)
     assert res["changed"] is True
-    assert [p["phase"] for p in res["phases"]] == ["preflight", "quiesce", "drain", "activate", "seal"]
-    assert [p["decision"] for p in res["phases"]] == ["pass", "done", "pass", "done", "done"]
+    assert [p["phase"] for p in res["phases"]] == ["preflight", "quiesce", "drain", "activate", "seal",
+                                                   "mirrors_after"]
+    assert [p["decision"] for p in res["phases"]] == ["pass", "done", "pass", "done", "done", "pass"]
+    assert res["mirrors_connected_after"] is True
     assert res["old_fence_persisted"] is True and res["phases"][4]["data"]["fence_written"] is True
     assert world.acceptors == {"dc1": {"artemis": False, "mirror": True}, "dc2": {"artemis": True, "mirror": True}}
     # The fence is in the files: a restarted dc1 stays passive, dc2 comes up active.
@@ -374,7 +376,22 @@ def test_the_old_site_is_sealed_and_resumed_after_the_activation_outside_the_out
 def test_a_seal_that_fails_leaves_the_switch_done_and_says_the_fence_is_not_persisted(world, tmp_path):
     world.files["dc1"] = tmp_path / "missing" / "dc1.xml"  # the old site's broker.xml cannot be written
     res = run(world)
-    seal = res["phases"][-1]
+    seal = res["phases"][-2]
     assert (seal["phase"], seal["decision"]) == ("seal", "fail") and "not sealed" in seal["reason"]
     assert res["roles_after"] == {"dc1": "passive", "dc2": "active"} and res["old_fence_persisted"] is False
     assert world.paused["dc1"] is False  # resumed all the same
+
+
+def test_a_mirror_down_right_after_the_switch_is_reported_for_the_runbook_to_wait_on(world):
+    original = world.snapshot
+
+    def cut_after_activation(site):
+        if world.reloads:  # dc2 is open: the WAN link drops now
+            world.stuck = True
+        return original(site)
+
+    world.snapshot = cut_after_activation
+    res = run(world)
+    look = res["phases"][-1]
+    assert (look["phase"], look["decision"]) == ("mirrors_after", "fail") and "not connected" in look["reason"]
+    assert res["mirrors_connected_after"] is False and res["roles_after"]["dc2"] == "active"
