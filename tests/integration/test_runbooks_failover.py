@@ -213,7 +213,7 @@ def test_failback_restarts_dc1_passive_and_hands_back_never_two_active(lab, tmp_
     assert isinstance(late_events, int) and late_events >= 0, late
     MEASURED.update(late_events=late_events, late_found=late_found)
     sw = [r["phase"] for r in recs if r.get("runbook") == "swapover"]
-    assert sw == ["preflight", "quiesce", "drain", "activate"], sw
+    assert sw == ["preflight", "quiesce", "drain", "activate", "seal", "mirrors_after"], sw
     # The handover is a swapover: nothing of this traffic lost or duplicated.
     assert not rec.lost, f"{len(rec.lost)} lost: {[rec.sent_by_id[m] for m in rec.lost[:3]]}"
     assert not rec.real_dups, received_details(run_dir, "tr", rec.real_dups)
