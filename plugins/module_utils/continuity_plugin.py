@@ -230,3 +230,90 @@ def read_role(client: j.JolokiaClient, broker_name: str) -> Optional[str]:
 def set_role(client: j.JolokiaClient, broker_name: str, role: str, check_mode: bool = False) -> dict:
     """:func:`apply_role` for a caller without a snapshot (for example a switch step): reads the role first."""
     return apply_role(client, broker_name, role, read_role(client, broker_name), check_mode)
+
+
+# ------------------------------------------------------------------------------------------ state file
+# A broker that cannot be reached cannot be told its role over Jolokia, but its host can: the plugin reads the role
+# from its state file at start (docs/plugin.md "State file"), so writing "passive" there fences the guard of a broker
+# that is down, as autoStart=false in broker.xml fences its client acceptors.
+PLUGIN_CLASS = "io.continuity.artemis.plugin.ContinuityPlugin"
+STATE_FILE_NAME = "continuity-site-role"
+_PLUGIN_RE = re.compile(r'<broker-plugin\s+class-name="%s"\s*(?:/>|>(?P<body>.*?)</broker-plugin>)'
+                        % re.escape(PLUGIN_CLASS), re.S)
+_PROPERTY_RE = re.compile(r'<property\s+key="(?P<key>[^"]*)"\s+value="(?P<value>[^"]*)"\s*/>')
+_JOURNAL_RE = re.compile(r"<journal-directory>\s*(?P<dir>[^<]*?)\s*</journal-directory>")
+_ROLE_LINE_RE = re.compile(r"^\s*role=(?P<role>\S+)\s*$", re.M)
+
+
+def state_file_of(broker_xml: str, instance_dir: str) -> Optional[str]:
+    """Where the plugin configured in ``broker_xml`` keeps its role; ``None`` when broker.xml has no continuity
+    plugin. Same rule as the plugin: ``state-file``, else ``continuity-site-role`` next to the journal directory
+    (``data/journal`` by default); relative paths are resolved against the broker instance directory."""
+    import html
+    import os
+
+    m = _PLUGIN_RE.search(broker_xml)
+    if not m:
+        return None
+    props = {html.unescape(p.group("key")): html.unescape(p.group("value"))
+             for p in _PROPERTY_RE.finditer(m.group("body") or "")}
+    path = props.get("state-file", "").strip()
+    if not path:
+        journal = _JOURNAL_RE.search(broker_xml)
+        journal_dir = html.unescape(journal.group("dir")) if journal else os.path.join("data", "journal")
+        path = os.path.join(os.path.dirname(journal_dir.rstrip("/")) or ".", STATE_FILE_NAME)
+    return os.path.normpath(os.path.join(instance_dir, path))
+
+
+def state_file_text(role: str, changed: str) -> str:
+    """The state file as the plugin writes it (SiteRoleStore.save)."""
+    if role not in ROLES:
+        raise ValueError("site role must be one of %s, not %r" % (", ".join(ROLES), role))
+    return ("# site role of this broker (active|passive), written by the continuity broker plugin\n"
+            "role=%s\nchanged=%s\n" % (role, changed))
+
+
+def role_in_state_file(text: str) -> Optional[str]:
+    m = _ROLE_LINE_RE.search(text or "")
+    return m.group("role") if m and m.group("role") in ROLES else None
+
+
+def persist_role(broker_xml_path: str, role: str, changed: str, check_mode: bool = False) -> Optional[dict]:
+    """Write ``role`` into the state file of the plugin configured in the broker.xml at ``broker_xml_path`` (atomic:
+    temporary file, fsync, rename). ``None`` when that broker.xml has no continuity plugin; else
+    ``{"path", "role_before", "role", "changed"}``. ``changed`` is the ISO-8601 instant written in the file."""
+    import os
+    import tempfile
+
+    with open(broker_xml_path, "r", encoding="utf-8") as fh:
+        xml_text = fh.read()
+    instance_dir = os.path.dirname(os.path.dirname(os.path.abspath(broker_xml_path)))
+    path = state_file_of(xml_text, instance_dir)
+    if path is None:
+        return None
+    before = None
+    if os.path.exists(path):
+        with open(path, "r", encoding="utf-8") as fh:
+            before = role_in_state_file(fh.read())
+    done = {"path": path, "role_before": before, "role": role, "changed": before != role}
+    if done["changed"] and not check_mode:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + STATE_FILE_NAME + ".", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(state_file_text(role, changed))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            st = os.stat(directory)
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)  # the broker's user must be able to replace it later
+            except PermissionError:
+                pass  # not root: the file is ours, in a directory we could write
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return done

@@ -27,7 +27,8 @@ description:
     changes.
   - A site whose Jolokia cannot be reached is reported as C(unreachable). With O(allow_unreachable) and
     O(state=passive) the fence is still written to O(broker_xml), which is how a failover fences a site whose broker
-    is down but whose host is reachable.
+    is down but whose host is reachable; when that broker.xml configures the continuity plugin, V(passive) is also
+    written into the plugin's state file, so its guard starts passive.
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
@@ -140,11 +141,19 @@ plugin_role_before:
   description: Role of the plugin's guard before the task (V(null) without the plugin).
   returned: always
   type: str
+plugin_state_file:
+  description:
+    - The continuity plugin's state file written with V(passive) because the broker could not be reached
+      (O(state=passive), O(allow_unreachable) and O(broker_xml) configuring the plugin); the guard starts passive.
+  returned: when that file was written or checked
+  type: str
 error:
   description: Why the site was unreachable.
   returned: when unreachable
   type: str
 '''
+
+import datetime
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -174,6 +183,17 @@ def _apply_plugin_role(module, site, role, current, result):
         fail_on_error(module, exc, "setting the continuity plugin's site role to %s" % role, **result)
     result["plugin_role"] = done["role"]
     result["changed"] = result["changed"] or done["changed"]
+
+
+def _persist_plugin_role(module, broker_xml, result):
+    """A broker that cannot be reached: write "passive" into its continuity plugin's state file (when its broker.xml
+    configures the plugin), so the guard starts passive, as autoStart=false keeps the client acceptors closed."""
+    changed = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    done = continuity_plugin.persist_role(broker_xml, roles.PASSIVE, changed, module.check_mode)
+    if done is not None:
+        result["plugin_role"] = done["role"]
+        result["plugin_state_file"] = done["path"]
+        result["changed"] = result["changed"] or done["changed"]
 
 
 def _warn_on_disagreement(module, result):
@@ -229,6 +249,7 @@ def main():
                 fence = switch.persist_fence(p["broker_xml"], acceptors, False, module.check_mode)
                 result["changed"] = fence["changed"]
                 diff = fence
+                _persist_plugin_role(module, p["broker_xml"], result)
         elif p["state"] == "passive":
             # the guard first: clients are refused from now on, even through an acceptor that stays open
             _apply_plugin_role(module, site, roles.PASSIVE, plugin_before, result)

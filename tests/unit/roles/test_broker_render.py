@@ -259,3 +259,31 @@ def test_continuity_plugin_disabled_renders_nothing_and_state_file_only_when_set
                                                             "latency_origin": "ingress"}})
     assert props["state-file"] == "/d/role" and props["latency-origin"] == "ingress"
     assert props["initial-role"] == "active"  # the default of meta/argument_specs.yml
+
+
+def test_site_role_finds_the_plugin_state_file_in_the_rendered_broker_xml(tmp_path):
+    """An unreachable broker is fenced through its host: site_role writes "passive" where the plugin reads its role
+    at start (same rule as the plugin: state-file, else next to the journal directory, relative to the instance)."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin
+
+    instance = tmp_path / "dc1"
+    (instance / "etc").mkdir(parents=True)
+    xml_path = instance / "etc" / "broker.xml"
+    xml_path.write_text(_render("continuity_plugin.yml", "2.44.0")[1])
+    assert continuity_plugin.state_file_of(xml_path.read_text(), str(instance)) == str(
+        instance / "data" / "continuity-site-role")
+    done = continuity_plugin.persist_role(str(xml_path), "passive", "2026-11-24T00:00:00Z")
+    assert done == {"path": str(instance / "data" / "continuity-site-role"), "role_before": None, "role": "passive",
+                    "changed": True}
+    text = (instance / "data" / "continuity-site-role").read_text()
+    assert "role=passive\nchanged=2026-11-24T00:00:00Z\n" in text
+    assert continuity_plugin.persist_role(str(xml_path), "passive", "later")["changed"] is False
+    # state-file given (relative: against the instance), and a broker.xml without the plugin
+    custom = _continuity_entry({"broker_continuity_plugin": {"enabled": True, "jar_file": "/p.jar",
+                                                             "state_file": "var/role"}})
+    assert custom["state-file"] == "var/role"
+    xml = render("broker", "broker.xml.j2", {"broker_admin_password": "x", "broker_continuity_plugin": {
+        "enabled": True, "jar_file": "/p.jar", "state_file": "var/role"}}, {"broker__version": "2.44.0"})
+    assert continuity_plugin.state_file_of(xml, "/i") == "/i/var/role"
+    plain = render("broker", "broker.xml.j2", {"broker_admin_password": "x"}, {"broker__version": "2.44.0"})
+    assert continuity_plugin.state_file_of(plain, "/i") is None
