@@ -348,7 +348,7 @@ def read_both(first: Site, second: Site) -> tuple:
 def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: float = 0.2,
              stable_samples: int = 2, preflight_max_backlog: Optional[int] = None, queue_tolerance: int = 0,
              rollback: bool = True, check_mode: bool = False, activation_timeout: float = 30.0,
-             settle_timeout: float = 5.0, address_filter: Optional[str] = None,
+             settle_timeout: float = 5.0, address_filter: Optional[str] = None, confirm_sleep: float = 0.05,
              wall: Callable[[], float] = time.time, clock: Callable[[], float] = time.monotonic,
              sleeper: Callable[[float], None] = time.sleep) -> dict:
     """Planned switch of the active role from ``old`` to ``new``: consistency first.
@@ -361,7 +361,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
        up) and resume the queues on the now fenced site;
     3. drain gate: both backlogs 0, pending acks 0 (2.40+), per-queue counts equal (only queues on addresses
        the mirror's ``address_filter`` mirrors), for ``stable_samples``
-       consecutive samples within ``drain_timeout``; on failure ``old`` is re-activated (rollback) and
+       consecutive samples within ``drain_timeout`` (``wait_sleep`` apart while draining, ``confirm_sleep`` after
+       a sample that passed); on failure ``old`` is re-activated (rollback) and
        :class:`SwitchError` is raised: nothing was lost, clients return to ``old``;
     4. activate ``new`` (the point of no return).
 
@@ -469,14 +470,23 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     def take():
         return read_both(old, new)
 
+    last_passed = [False]
+
     def judge(sample, previous):
-        return gates.evaluate(conds, sample[0], sample[1], previous[0] if previous else None,
-                              previous[1] if previous else None, direction="both",
-                              queue_tolerance=queue_tolerance, address_filter=address_filter)
+        ev = gates.evaluate(conds, sample[0], sample[1], previous[0] if previous else None,
+                            previous[1] if previous else None, direction="both",
+                            queue_tolerance=queue_tolerance, address_filter=address_filter)
+        last_passed[0] = bool(ev["ok"])
+        return ev
+
+    def pace(seconds: float) -> None:
+        # While draining, sample every wait_sleep; a sample that passed is confirmed sooner (clients are waiting),
+        # by a sample that is still a distinct, later read of both sites.
+        sleeper(min(seconds, confirm_sleep) if last_passed[0] else seconds)
 
     try:
         waited = gates.wait_until(take, judge, drain_timeout, wait_sleep, stable_samples, clock=clock, wall=wall,
-                                  sleeper=sleeper)
+                                  sleeper=pace)
     except j.JolokiaError as exc:
         waited = {"ok": False, "samples": [], "reason": "a site could not be read during the drain: %s" % exc,
                   "elapsed": clock() - t_drain_mono, "failed": ["reachable"]}

@@ -22,10 +22,11 @@ description:
     mirror acceptor stays up. A delivery still unacknowledged at the fence would be delivered again on O(new_site);
     sends in flight at the fence are in doubt for the client, which resends them.
   - 3. Drain gate - both mirror backlogs 0, C(PendingMirrorAcks) 0 where the release has it (2.40+) and equal
-    per-queue message counts, for O(stable_samples) consecutive samples within O(drain_timeout). Equal counts are
-    required because real Artemis drops a mirrored acknowledgement it cannot apply while C(PendingMirrorAcks)
-    returns to 0. If the gate fails, O(old_site) is re-activated (rollback), nothing was lost, and the task fails
-    with the reason.
+    per-queue message counts, for O(stable_samples) consecutive samples within O(drain_timeout) (O(wait_sleep)
+    apart while the backlog drains; a sample that passed is confirmed 0.05 s after it, since clients are waiting).
+    Equal counts are required because real Artemis drops a mirrored acknowledgement it cannot apply while
+    C(PendingMirrorAcks) returns to 0. If the gate fails, O(old_site) is re-activated (rollback), nothing was
+    lost, and the task fails with the reason.
   - 4. Activate O(new_site) - the point of no return. On Artemis 2.43+ with O(new_site.broker_xml) the fence is lifted
     in broker.xml and the C(reloadConfigurationFile) operation opens the acceptors; otherwise the acceptors'
     C(start) operation. When the broker runs the continuity plugin, its passive-site guard turns active first.

@@ -395,3 +395,12 @@ def test_a_mirror_down_right_after_the_switch_is_reported_for_the_runbook_to_wai
     look = res["phases"][-1]
     assert (look["phase"], look["decision"]) == ("mirrors_after", "fail") and "not connected" in look["reason"]
     assert res["mirrors_connected_after"] is False and res["roles_after"]["dc2"] == "active"
+
+
+def test_a_passing_drain_sample_is_confirmed_sooner_than_the_drain_is_polled(world):
+    slept = []
+    world.backlog["dc1"] = 14  # the first drain samples still see a backlog (2 events drain per read)
+    old, new = sites(world)
+    switch.swapover(old, new, wait_sleep=0.2, stable_samples=2, confirm_sleep=0.05, sleeper=slept.append)
+    drain_sleeps = [s for s in slept if s in (0.2, 0.05)]
+    assert 0.2 in drain_sleeps and drain_sleeps[-1] == 0.05, slept
