@@ -21,10 +21,10 @@ description:
     C(autoStart=true) and calls the C(reloadConfigurationFile) operation; before 2.43 it calls the acceptors'
     C(start) operation.
   - When the broker runs the continuity broker plugin (docs/plugin.md), the plugin's passive-site guard follows the
-    role too -- O(state=passive) calls its C(setSiteRole("passive")) (clients are refused even through the mirror
-    acceptor; the plugin persists the role in its state file) and O(state=active) calls C(setSiteRole("active"))
-    before the acceptors open. The guard's role is returned as RV(plugin_role). Without the plugin nothing else
-    changes.
+    role too -- O(state=passive) calls its C(setSiteRole("passive")) once the client acceptors are stopped (clients
+    are then refused even through the mirror acceptor; the plugin persists the role in its state file) and
+    O(state=active) calls C(setSiteRole("active")) before the acceptors open. The guard's role is returned as
+    RV(plugin_role). Without the plugin nothing else changes.
   - A site whose Jolokia cannot be reached is reported as C(unreachable). With O(allow_unreachable) and
     O(state=passive) the fence is still written to O(broker_xml), which is how a failover fences a site whose broker
     is down but whose host is reachable; when that broker.xml configures the continuity plugin, V(passive) is also
@@ -175,10 +175,13 @@ def _plugin_role(snap):
     return (snap.get("continuity_plugin") or {}).get("site_role")
 
 
-def _apply_plugin_role(module, site, role, current, result):
-    """Give the plugin's guard ``role`` (no-op without the plugin); failing it fails the task with the reason."""
+def _apply_plugin_role(module, site, role, result):
+    """Give the plugin's guard ``role`` (no-op without the plugin); failing it fails the task with the reason.
+
+    The role is read first rather than taken from the snapshot: a plugin whose read failed there must not pass for
+    an absent one, and a switch step may have set it already."""
     try:
-        done = continuity_plugin.apply_role(site.client, site.broker(), role, current, module.check_mode)
+        done = continuity_plugin.set_role(site.client, site.broker(), role, module.check_mode)
     except jolokia.JolokiaError as exc:
         fail_on_error(module, exc, "setting the continuity plugin's site role to %s" % role, **result)
     result["plugin_role"] = done["role"]
@@ -251,15 +254,16 @@ def main():
                 diff = fence
                 _persist_plugin_role(module, p["broker_xml"], result)
         elif p["state"] == "passive":
-            # the guard first: clients are refused from now on, even through an acceptor that stays open
-            _apply_plugin_role(module, site, roles.PASSIVE, plugin_before, result)
+            # the acceptors first (their clients are disconnected, the failure clients fail over on), then the
+            # guard, which refuses clients that reach the site through an acceptor left open (the mirror's)
             done = switch.deactivate(site, result["acceptors"], module.check_mode)
             result["changed"] = result["changed"] or done["changed"]
+            _apply_plugin_role(module, site, roles.PASSIVE, result)
             diff = done["fence"]
             result["role"] = roles.PASSIVE
         elif p["state"] == "active":
             # the guard first: the first client through the opened acceptors must not be refused
-            _apply_plugin_role(module, site, roles.ACTIVE, plugin_before, result)
+            _apply_plugin_role(module, site, roles.ACTIVE, result)
             done = switch.activate(site, result["acceptors"], switch.version_tuple(snap), p["wait_timeout"],
                                    check_mode=module.check_mode)
             result["changed"] = result["changed"] or done["changed"]
