@@ -72,15 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=2, help="traffic tool processes (one proton thread each)")
     ap.add_argument("--json", help="write the result here too")
     ap.add_argument("--keep", action="store_true", help="leave the lab running (prints its root)")
-    ap.add_argument("--controller-nice", type=int, default=0,
-                    help="run ansible-playbook at this nice value (e.g. -5, as root): models a controller on its own "
-                         "machine, as in production, while brokers and traffic saturate the lab's shared cores")
     opts = ap.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="swapover-soak-"))
     lab = Lab(root / "lab")
-    if opts.controller_nice:
-        lab.playbook_prefix = ("nice", "-n", str(opts.controller_nice))
     evidence, run_id = root / "evidence", "soak"
     t0 = time.time()
     lab.up()

@@ -64,10 +64,6 @@ class PlaybookRun:
 class Lab:
     """A private two-site lab (script mode: no Ansible for the set-up) plus the initial roles."""
 
-    #: Command put before ansible-playbook, e.g. ``["nice", "-n", "-5"]`` for a benchmark that models a controller
-    #: on its own machine while brokers and traffic saturate the lab's shared cores.
-    playbook_prefix: tuple = ()
-
     def __init__(self, root: Path, base: int | None = None, version: str = "2.44.0"):
         self.root = Path(root)
         self.base = base if base is not None else free_port_base()
@@ -201,8 +197,7 @@ class Lab:
     # ------------------------------------------------------------------ playbooks and modules
     def playbook(self, name: str, extra: dict | None = None, check: bool = False, timeout: float = 600,
                  evidence_dir: Path | None = None, run_id: str | None = None) -> PlaybookRun:
-        argv = [*self.playbook_prefix, str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY),
-                str(ROOT / "playbooks" / name)]
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY), str(ROOT / "playbooks" / name)]
         ev = dict(extra or {})
         if evidence_dir is not None:
             ev["continuity_evidence_dir"] = str(evidence_dir)
