@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from .runbook_support import ADMIN_PASSWORD, ADMIN_USER, Lab, Traffic
+from runbook_support import ADMIN_PASSWORD, ADMIN_USER, Lab, Traffic
 
 pytestmark = [pytest.mark.slow]
 
