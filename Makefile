@@ -27,6 +27,7 @@ help:
 	@echo "make test   - set up everything and run every test layer (what CI runs)"
 	@echo "other: lab-up lab-down bench build lint sanity unit plugin test-lab test-integration"
 	@echo "       test-pipeline test-agent test-traffic molecule constraints clean"
+	@echo "make record - record the unit tests' Jolokia answers from a private real lab (RECORD_VERSION=$(RECORD_VERSION))"
 
 # --- environment --------------------------------------------------------------------------
 $(STAMP): $(REQS)
@@ -104,6 +105,14 @@ lab-up: venv plugin
 
 lab-down: venv
 	bash lab/lab-down.sh
+
+# Raw Jolokia exchanges of a private lab (its own root, a free port block; stopped afterwards) for the unit tests:
+# tests/unit/fixtures/recorded/<version>/ (docs/lab.md, "Recorded answers").
+RECORD_VERSION ?= $(or $(LAB_ARTEMIS_VERSION),2.44.0)
+.PHONY: record
+record: venv plugin
+	PYTHONPATH=$(ROOT)/lab $(PY) -m continuity_lab.record --version $(RECORD_VERSION) \
+	  --out $(ROOT)/tests/unit/fixtures/recorded/$(RECORD_VERSION)
 
 # --- the main job ------------------------------------------------------------------------
 demo: venv plugin

@@ -1,12 +1,15 @@
 """Shared unit-test helpers: a fake Jolokia endpoint that serves synthesised Artemis state.
 
 `FakeArtemis` holds one broker's MBeans (built from a fixture in tests/unit/fixtures/jolokia/) and answers
-Jolokia JSON requests the way Artemis 2.x + Jolokia do (shapes taken from the recorded 2.44.0 captures in
-../shared/artemis-recorded): HTTP 200 with per-item statuses, canonical (sorted-key) names in search and
-pattern reads, 403 for a refused Origin (one object, no `request` key), HTTP 401 with an empty body for bad
-credentials, JSON 403 "User not authorized to access ..." without the role, 404 for unknown MBeans and
-attributes, 400 for overloaded operations without a signature and for unknown broker connections, 500 for
-exceptions inside Artemis. Version-dependent MBeans/attributes follow ARTEMIS-FACTS section 5.
+Jolokia JSON requests the way Artemis 2.x + Jolokia do (shapes as the project's own recordings of real Artemis
+2.44.0 in its lab show them: tests/unit/fixtures/recorded/, `make record`): HTTP 200 with per-item statuses,
+canonical (sorted-key) names in search and pattern reads, 403 for a refused Origin (one object, no `request` key),
+404 for unknown MBeans and attributes, 400 for overloaded operations without a signature and for unknown broker
+connections, 500 for exceptions inside Artemis. For a refused login it answers like the bare Jolokia agent (HTTP 401
+with an empty body; JSON 403 "User not authorized to access ..." without the role); the stock console the lab
+records answers both a wrong password and a login without a HAWTIO_ROLES role with an empty HTTP 403 and
+`Hawtio-Forbidden-Reason` (recordings 81, 84, 85). Version-dependent MBeans/attributes follow ARTEMIS-FACTS
+section 5.
 
 `FakeTransport` plugs a FakeArtemis into JolokiaClient; `jolokia_sites` patches the client's HttpTransport so
 modules built from options reach the fake whose URL they name.
@@ -25,9 +28,9 @@ import pytest
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia, objectname
 
 FIXTURES = Path(__file__).parent / "fixtures" / "jolokia"
-# Recorded answers of a real 2.44.0 pair, kept beside the checkout in ../shared (never copied into the project).
-RECORDED = Path(os.environ.get("ARTEMIS_RECORDED") or Path(__file__).resolve().parents[3] / "shared"
-                / "artemis-recorded") / "2.44.0"
+# Raw Jolokia exchanges the project recorded from its own lab (real Artemis 2.44.0): `make record`
+# (lab/continuity_lab/record.py). $ARTEMIS_RECORDED may point at another folder holding <version>/ recordings.
+RECORDED = Path(os.environ.get("ARTEMIS_RECORDED") or Path(__file__).parent / "fixtures" / "recorded") / "2.44.0"
 
 DOMAIN = objectname.DOMAIN
 
@@ -37,14 +40,12 @@ def load_fixture(name: str) -> dict:
 
 
 def recorded(name: str) -> dict:
-    """A recorded real Artemis 2.44.0 exchange (read-only use); skip when the captures are not present."""
+    """A recorded real Artemis 2.44.0 exchange (read-only use). The recordings are committed with the project, so a
+    missing one is a failure (never a skip): record them again from the lab."""
     path = RECORDED / name
     if not path.exists():
-        message = (f"recorded Artemis capture {path} is missing: these tests read ../shared/artemis-recorded "
-                   "beside the checkout (or $ARTEMIS_RECORDED)")
-        if os.environ.get("CI"):
-            pytest.fail(message)  # CI always has ../shared: a missing file is a defect, not a reason to skip
-        pytest.skip(message)
+        pytest.fail(f"recorded Artemis exchange {path} is missing: run `make record` (RECORD_VERSION=2.44.0) to "
+                    "record it from the project's lab (lab/continuity_lab/record.py)", pytrace=False)
     return json.loads(path.read_text())
 
 
@@ -519,7 +520,7 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
 
 @pytest.fixture
 def recorded_capture():
-    """Read a recorded real-Artemis exchange by file name (skips when the captures are absent)."""
+    """Read a recorded real-Artemis exchange by file name (fails when it is missing: `make record`)."""
     return recorded
 
 

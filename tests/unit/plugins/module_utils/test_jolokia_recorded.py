@@ -1,9 +1,9 @@
 """The client and the snapshot parser against responses recorded from a real Artemis 2.44.0 pair.
 
-The captures live outside the project (../shared/artemis-recorded beside the checkout, or $ARTEMIS_RECORDED): a
-missing capture fails in CI (which always has ../shared) and skips with the reason elsewhere. Each recorded HTTP
-answer (status and body) is replayed through the client's real decoding, so the typed errors are checked against
-Artemis' own shapes, not only against our fixtures.
+The recordings are the project's own: raw HTTP exchanges with the lab's dc1 (stock web console), recorded by
+`make record` (lab/continuity_lab/record.py) into tests/unit/fixtures/recorded/2.44.0/; a missing one fails with a
+message to record them. Each recorded HTTP answer (status, headers and body) is replayed through the client's real
+decoding, so the typed errors are checked against Artemis' own shapes, not only against our fixtures.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ class Replay:
         body = resp["body"]
         data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         search = json.dumps([{"value": ['org.apache.activemq.artemis:broker="dc1"'], "status": 200}]).encode()
-        self.answers = [(resp["status_code"], data), (200, search)]
+        recorded_headers = {k: v for k, v in resp["headers"].items() if v is not None}  # dropped values stay out
+        self.answers = [(resp["status_code"], recorded_headers, data), (200, {}, search)]
         self.sent = []
         self.last_used = 0.0
 
     def post(self, body, headers, fresh=False):
         self.sent.append(json.loads(body))
-        status, data = self.answers.pop(0)
-        return status, {}, data
+        return self.answers.pop(0)
 
 
 def replay(capture):
@@ -47,11 +47,13 @@ def replay(capture):
 @pytest.mark.parametrize(
     "name,cls,words",
     [
-        ("81-err-wrong-password.json", jolokia.AuthenticationError, ["HTTP 401"]),
+        # The stock web console refuses a failed login with an empty HTTP 403 + Hawtio-Forbidden-Reason (not 401)...
+        ("81-err-wrong-password.json", jolokia.AuthenticationError, ["HTTP 403", "Hawtio-Forbidden-Reason: NONE"]),
         ("80-err-bad-origin.json", jolokia.OriginRefused, ["http://evil.example.com", "jolokia-access.xml"]),
         ("78-err-no-origin-post.json", jolokia.OriginRefused, ["Origin null"]),
-        ("84-err-norole-read.json", jolokia.PermissionDenied, ["attribute Version", "HAWTIO_ROLE"]),
-        ("85-err-norole-exec.json", jolokia.PermissionDenied, ["operation listBrokerConnections"]),
+        # ...and a valid login without a role in HAWTIO_ROLES the same way, before Jolokia sees the request.
+        ("84-err-norole-read.json", jolokia.AuthenticationError, ["HTTP 403", "HAWTIO_ROLE"]),
+        ("85-err-norole-exec.json", jolokia.AuthenticationError, ["HTTP 403", "HAWTIO_ROLE"]),
         ("88-err-unknown-mbean.json", jolokia.NotFound, ["Not found"]),
         ("91-err-unknown-attribute-in-list.json", jolokia.NotFound, ["NoSuchAttr"]),
         ("92-err-unknown-operation.json", jolokia.BadRequest, ["noSuchOp"]),
@@ -79,17 +81,20 @@ def test_recorded_bulk_per_item_statuses(recorded_capture):
 def test_recorded_list_broker_connections_outage(recorded_capture):
     _, value = replay(recorded_capture("26-list-bconns-down-post.json"))
     rows = json.loads(value)
-    assert rows == [{"name": "DC2", "protocol": "AMQP", "started": True, "uri": "tcp://127.0.0.1:5772",
+    # the mirror goes through the WAN link into dc2 (port base+901; recordings use the default base 20000)
+    assert rows == [{"name": "DC2", "protocol": "AMQP", "started": True, "uri": "tcp://127.0.0.1:20901",
                      "connected": False}]
 
 
 def test_recorded_list_queues_parses_with_snf(recorded_capture):
     capture = recorded_capture("67-exec-listQueues-sig.json")
     queues, total = ss.queues_from_list(capture["response"]["body"]["value"])
-    assert total == len(queues) == 4
+    assert total == len(queues) == 5
     snf = queues["$ACTIVEMQ_ARTEMIS_MIRROR_DC2"]
     assert snf["internal"] is True and isinstance(snf["message_count"], int)
-    assert lag.compare_queues(queues, queues).compared == 3  # SNF excluded, DLQ/ExpiryQueue/orders compared
+    assert queues["$sys.mqtt.sessions"]["internal"] is True  # the broker's own MQTT session store
+    cmp = lag.compare_queues(queues, queues)
+    assert cmp.compared == 3 and cmp.excluded == 2  # SNF and $sys.mqtt.sessions excluded; DLQ/ExpiryQueue/orders
 
 
 def test_recorded_snf_outage_sample(recorded_capture):
