@@ -378,6 +378,11 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     state = {"roles_before": roles_before, "versions": {old.name: snap_old.get("version"),
                                                         new.name: snap_new.get("version")}}
 
+    if snap_old.get("node_id") and snap_old.get("node_id") == snap_new.get("node_id"):
+        reason = ("%s and %s are the same broker (NodeID %s, reached at %s and %s): check the sites' URLs; nothing "
+                  "was changed" % (old.name, new.name, snap_old["node_id"], snap_old.get("url"), snap_new.get("url")))
+        phases.append(phase(runbook, "preflight", t0, wall(), "fail", reason, roles_before))
+        raise SwitchError(reason, phases, state)
     if role_old == site_role.PASSIVE and role_new == site_role.ACTIVE:
         phases.append(phase(runbook, "preflight", t0, wall(), "skipped",
                             "already done: %s is active and %s passive" % (new.name, old.name),

@@ -106,6 +106,38 @@ def test_check_mode_changes_nothing(clean, tmp_path):
     assert not (tmp_path / "check-1" / "phases.jsonl").exists()
 
 
+@pytest.mark.parametrize("extra,words", [
+    ({"continuity_post_gate_timeout": -1}, ["continuity_post_gate_timeout=-1", "must be > 0"]),
+    ({"continuity_canary_count": -3}, ["continuity_canary_count=-3", ">= 0"]),
+    ({"continuity_redirect_tasks": "/nonexistent/redirect.yml"}, ["/nonexistent/redirect.yml", "existing tasks file"]),
+    ({"continuity_to_site": "dc9"}, ["continuity_to_site=dc9", "must name one of"]),
+])
+def test_bad_input_is_refused_before_anything_changes(clean, tmp_path, extra, words):
+    lab = clean
+    roles, digests = lab.roles(), lab.file_digests()
+    run = lab.playbook("swapover.yml", extra, evidence_dir=tmp_path, run_id="bad-input")
+    assert run.rc != 0
+    for word in words:
+        assert word in run.stdout, (word, run.tail())
+    assert lab.roles() == roles and lab.file_digests() == digests
+    assert not (tmp_path / "bad-input" / "phases.jsonl").exists(), "the swap task ran"
+
+
+def test_two_sites_pointing_at_one_broker_are_refused_by_the_preflight(clean, tmp_path):
+    """Both sites' Jolokia URLs at dc2 (a wrong inventory): the module sees one NodeID and changes nothing."""
+    lab = clean
+    roles, digests = lab.roles(), lab.file_digests()
+    dc2 = lab.endpoints["sites"]["dc2"]
+    failed, res = lab.module("swapover", {
+        "old_site": {"name": "dc1", "url": dc2["jolokia_url"], "username": dc2["credentials"]["user"],
+                     "password": dc2["credentials"]["password"], "client_acceptors": dc2["client_acceptors"]},
+        "new_site": {"name": "dc2", "url": dc2["jolokia_url"], "username": dc2["credentials"]["user"],
+                     "password": dc2["credentials"]["password"], "client_acceptors": dc2["client_acceptors"]},
+    })
+    assert failed and "same broker" in res.get("msg", ""), res
+    assert lab.roles() == roles == {"dc1": "active", "dc2": "passive"} and lab.file_digests() == digests
+
+
 def test_swapover_there_and_back_under_traffic_loses_and_duplicates_nothing(clean, tmp_path):
     lab = clean
     rid = "swap-roundtrip"

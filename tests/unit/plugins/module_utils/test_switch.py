@@ -54,7 +54,7 @@ class World:
             self.delivering[site] -= 1  # consumers acknowledge what they hold once nothing new arrives
         return {
             "site": site, "broker": site, "reachable": True, "ts": float(len(self.calls)),
-            "version": self.version, "features": {"pending_mirror_acks": True},
+            "version": self.version, "features": {"pending_mirror_acks": True}, "node_id": "node-" + site,
             "status": {"configuration": {"properties": {}}},
             "pending_mirror_acks": 0,
             "acceptors": {n: {"name": n, "started": st} for n, st in self.acceptors[site].items()},
@@ -404,3 +404,18 @@ def test_a_passing_drain_sample_is_confirmed_sooner_than_the_drain_is_polled(wor
     switch.swapover(old, new, wait_sleep=0.2, stable_samples=2, confirm_sleep=0.05, sleeper=slept.append)
     drain_sleeps = [s for s in slept if s in (0.2, 0.05)]
     assert 0.2 in drain_sleeps and drain_sleeps[-1] == 0.05, slept
+
+
+def test_two_sites_that_are_one_broker_are_refused_before_any_change(world):
+    original = world.snapshot
+
+    def both_urls_reach_dc2(site):
+        snap = original(site)
+        snap["node_id"] = "node-dc2"  # dc1's URL was pointed at dc2's broker by mistake
+        return snap
+
+    world.snapshot = both_urls_reach_dc2
+    with pytest.raises(switch.SwitchError, match="same broker") as err:
+        run(world)
+    assert [(p["phase"], p["decision"]) for p in err.value.phases] == [("preflight", "fail")]
+    assert not [c for c in world.calls if c[0] != "snapshot"]  # nothing paused, stopped or opened
