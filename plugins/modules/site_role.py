@@ -175,19 +175,6 @@ def _plugin_role(snap):
     return (snap.get("continuity_plugin") or {}).get("site_role")
 
 
-def _apply_plugin_role(module, site, role, result):
-    """Give the plugin's guard ``role`` (no-op without the plugin); failing it fails the task with the reason.
-
-    The role is read first rather than taken from the snapshot: a plugin whose read failed there must not pass for
-    an absent one, and a switch step may have set it already."""
-    try:
-        done = continuity_plugin.set_role(site.client, site.broker(), role, module.check_mode)
-    except jolokia.JolokiaError as exc:
-        fail_on_error(module, exc, "setting the continuity plugin's site role to %s" % role, **result)
-    result["plugin_role"] = done["role"]
-    result["changed"] = result["changed"] or done["changed"]
-
-
 def _persist_plugin_role(module, broker_xml, result):
     """A broker that cannot be reached: write "passive" into its continuity plugin's state file (when its broker.xml
     configures the plugin), so the guard starts passive, as autoStart=false keeps the client acceptors closed."""
@@ -254,19 +241,20 @@ def main():
                 diff = fence
                 _persist_plugin_role(module, p["broker_xml"], result)
         elif p["state"] == "passive":
-            # the acceptors first (their clients are disconnected, the failure clients fail over on), then the
-            # guard, which refuses clients that reach the site through an acceptor left open (the mirror's)
-            done = switch.deactivate(site, result["acceptors"], module.check_mode)
+            # switch.deactivate: the acceptors first (their clients are disconnected, the failure clients fail over
+            # on), then the guard, which refuses clients that reach the site through an acceptor left open
+            done = switch.deactivate(site, result["acceptors"], module.check_mode, snapshot=snap)
             result["changed"] = result["changed"] or done["changed"]
-            _apply_plugin_role(module, site, roles.PASSIVE, result)
+            result["plugin_role"] = done["guard"]["role"]
             diff = done["fence"]
             result["role"] = roles.PASSIVE
         elif p["state"] == "active":
-            # the guard first: the first client through the opened acceptors must not be refused
-            _apply_plugin_role(module, site, roles.ACTIVE, result)
+            # the guard turns active first (switch.activate): the first client through the opened acceptors must not
+            # be refused
             done = switch.activate(site, result["acceptors"], switch.version_tuple(snap), p["wait_timeout"],
-                                   check_mode=module.check_mode)
+                                   check_mode=module.check_mode, snapshot=snap)
             result["changed"] = result["changed"] or done["changed"]
+            result["plugin_role"] = done["guard"]["role"]
             if done["started"]:
                 result["method"] = done["method"]
             diff = done["fence"]
