@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,7 +72,25 @@ class Lab:
     def acceptor(self, site: str, name: str, op: str) -> None:
         broker = self.site(site)["broker_name"]
         mbean = f'org.apache.activemq.artemis:broker="{broker}",component=acceptors,name="{name}"'
-        self.jolokia(site, {"type": "exec", "mbean": mbean, "operation": op, "arguments": []})
+        # Artemis 2.43+ re-reads a changed broker.xml within 5 s and recreates a changed acceptor (the lab's initial
+        # fence changes it): for that moment its MBean is gone (404). Wait it out rather than fail the test.
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                self.jolokia(site, {"type": "exec", "mbean": mbean, "operation": op, "arguments": []})
+                return
+            except AssertionError as exc:
+                if "InstanceNotFoundException" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def guard(self, site: str, role: str) -> None:
+        """Set the continuity plugin's site role (the lab installs the plugin): a passive site refuses clients
+        even through an open acceptor, so a switch by hand sets it as the runbooks do."""
+        broker = self.site(site)["broker_name"]
+        mbean = f'org.apache.activemq.artemis:broker="{broker}",component=continuity'
+        self.jolokia(site, {"type": "exec", "mbean": mbean, "operation": "setSiteRole(java.lang.String)",
+                            "arguments": [role]})
 
 
 def _labctl(action: str, root: Path, timeout: float) -> subprocess.CompletedProcess:

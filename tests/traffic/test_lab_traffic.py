@@ -111,11 +111,12 @@ def snf_backlog(lab, site: str) -> int:
 
 
 def test_lab_clients_follow_a_swapover(lab, tmp_path, addr):
-    """A swapover done by hand the way the runbooks do it (acceptors over Jolokia): dc2 passive (client acceptor
-    stopped), traffic on dc1; fence dc1, wait for both mirrors to drain, activate dc2. Clients keep retrying while
-    no site serves and follow to dc2; nothing is lost, and a message received twice is either a resend of an
-    in-doubt send or was acknowledged on dc1 just before the fence (an ack in flight when the acceptor dropped the
-    connection never reaches dc1, so the message is still on dc2): never a duplicate from steady state."""
+    """A swapover done by hand the way the runbooks do it (acceptors and the plugin's guard over Jolokia): dc2
+    passive (client acceptor stopped), traffic on dc1; fence dc1, wait for both mirrors to drain, activate dc2.
+    Clients keep retrying while no site serves and follow to dc2; nothing is lost, and a message received twice is
+    either a resend of an in-doubt send or was acknowledged on dc1 just before the fence (an ack in flight when the
+    acceptor dropped the connection never reaches dc1, so the message is still on dc2): never a duplicate from
+    steady state."""
     status = tmp_path / "s.json"
     lab.acceptor("dc2", "artemis", "stop")
     proc = None
@@ -126,7 +127,9 @@ def test_lab_clients_follow_a_swapover(lab, tmp_path, addr):
         wait_for(lambda: (read_status(status) or {}).get("received", 0) >= 200, 30, what="traffic on dc1")
         fence_ts = time.time()
         lab.acceptor("dc1", "artemis", "stop")
+        lab.guard("dc1", "passive")
         wait_for(lambda: snf_backlog(lab, "dc1") == 0 and snf_backlog(lab, "dc2") == 0, 30, what="mirrors drained")
+        lab.guard("dc2", "active")
         lab.acceptor("dc2", "artemis", "start")
         wait_for(lambda: set((read_status(status) or {}).get("sites", {}).values()) == {"dc2"}, 30,
                  what="both clients on dc2")
@@ -137,6 +140,8 @@ def test_lab_clients_follow_a_swapover(lab, tmp_path, addr):
         if proc is not None and proc.poll() is None:
             proc.kill()
         lab.acceptor("dc2", "artemis", "stop")  # back to dc1 active for the next test
+        lab.guard("dc2", "passive")
+        lab.guard("dc1", "active")
         lab.acceptor("dc1", "artemis", "start")
         lab.acceptor("dc2", "artemis", "start")
     led = load_ledgers(tmp_path / "labswap")
