@@ -40,8 +40,10 @@ class Lab:
         self.base = base
         self.inventory = root / "inventory"
         shutil.copytree(ROOT / "inventories" / "lab", self.inventory)
+        # the inventory is copied, so the plugin jar (found relative to the inventory) is named explicitly
         self.env = dict(os.environ, LAB_ROOT=str(root / "lab"),
                         LAB_PORT_BASE=str(base), LAB_ARTEMIS_VERSION=VERSION,
+                        LAB_PLUGIN_JAR=str(ROOT / "plugin" / "target" / "continuity-artemis-plugin-0.1.0.jar"),
                         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
 
     def deploy(self, *extra):
