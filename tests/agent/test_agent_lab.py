@@ -229,20 +229,38 @@ def test_restore_drains_to_zero(lab: dict, agent: AgentProcess) -> None:
 
 
 def test_consumer_on_passive_site_raises_flag(lab: dict, agent: AgentProcess) -> None:
-    from proton.utils import BlockingConnection
+    from proton.utils import BlockingConnection, LinkDetached
 
     dc2 = lab["sites"]["dc2"]
+    url = amqp_url(dc2, dc2["acceptors"]["mirror"])
     # dc2's client acceptor is fenced; a misconfigured application reaching it through the mirror acceptor is
-    # exactly the hazard the flag is for (mirrored acks dropped -> double delivery).
-    conn = BlockingConnection(amqp_url(dc2, dc2["acceptors"]["mirror"]), user=dc2["credentials"]["user"],
-                              password=dc2["credentials"]["password"], allowed_mechs="PLAIN", timeout=20)
+    # exactly the hazard the flag is for (mirrored acks dropped -> double delivery). The continuity plugin's guard
+    # refuses it with the application's credentials ...
+    refused = BlockingConnection(url, user=dc2["credentials"]["user"], password=dc2["credentials"]["password"],
+                                 allowed_mechs="PLAIN", timeout=20)
     try:
+        with pytest.raises(LinkDetached, match="PASSIVE"):
+            refused.create_receiver("orders", credit=0)
+    finally:
+        refused.close()
+    # ... so the flag is proven on a broker whose guard is off (active) while its acceptors say passive: the agent
+    # reads the site's role from the acceptors and must still raise the flag.
+    guard = objectname.continuity(dc2["broker_name"])
+    c = client(dc2)
+    c.exec(guard, "setSiteRole(java.lang.String)", "active")
+    conn = None
+    try:
+        conn = BlockingConnection(url, user=dc2["credentials"]["user"], password=dc2["credentials"]["password"],
+                                  allowed_mechs="PLAIN", timeout=20)
         conn.create_receiver("orders", credit=0)
         agent.wait_value("continuity_site_consumers_on_passive", lambda v: v == 1, site="dc2")
         assert agent.value("continuity_site_client_consumers", site="dc2") >= 1
         assert agent.value("continuity_site_consumers_on_passive", site="dc1") == 0
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
+        c.exec(guard, "setSiteRole(java.lang.String)", "passive")
+        c.close()
     agent.wait_value("continuity_site_consumers_on_passive", lambda v: v == 0, site="dc2")
 
 
