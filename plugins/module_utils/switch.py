@@ -358,13 +358,15 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
        configuration errors in either broker's Status;
     2. quiesce: pause ``old``'s client queues until the deliveries in flight are acknowledged (at most
        ``settle_timeout``), then stop its client acceptors (clients are disconnected; the mirror acceptor stays
-       up) and resume the queues on the now fenced site;
+       up);
     3. drain gate: both backlogs 0, pending acks 0 (2.40+), per-queue counts equal (only queues on addresses
        the mirror's ``address_filter`` mirrors), for ``stable_samples``
        consecutive samples within ``drain_timeout`` (``wait_sleep`` apart while draining, ``confirm_sleep`` after
        a sample that passed); on failure ``old`` is re-activated (rollback) and
        :class:`SwitchError` is raised: nothing was lost, clients return to ``old``;
-    4. activate ``new`` (the point of no return).
+    4. activate ``new`` (the point of no return);
+    5. seal ``old`` (plugin guard passive, fence persisted) and resume its paused queues, then one look at the
+       mirrors (``mirrors_connected_after``): outside the client outage.
 
     Re-running after an interruption converges: a swapover already done returns ``changed`` False; one
     stopped after the quiesce resumes at the drain gate.
@@ -509,7 +511,7 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
         t_rb = wall()
         try:
             undone = activate(old, read_acceptors(old), version_tuple(snap_old), activation_timeout,
-                              clock=clock, sleeper=sleeper)  # no snapshot: the guard was just set passive
+                              clock=clock, sleeper=sleeper)  # no snapshot: the guard's role is read now
         except Exception as exc:  # the operator must know no site serves now
             phases.append(phase(runbook, "rollback", t_rb, wall(), "fail", "rollback of %s failed: %s"
                                 % (old.name, exc)))
