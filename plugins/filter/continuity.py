@@ -1,11 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""One-line renderings of runbook results for operators reading a job log."""
+"""Renderings of runbook results for operators reading a job log (the table itself: module_utils/status_report)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+from ansible_collections.continuity.artemis.plugins.module_utils.status_report import (
+    roles_text,
+    status_rows,
+    status_table,
+)
 
 
 def _num(value, fmt="%.2f"):
@@ -48,4 +54,5 @@ def agent_site(site):
 
 class FilterModule(object):
     def filters(self):
-        return {"status_line": status_line, "check_line": check_line, "agent_site": agent_site}
+        return {"status_line": status_line, "check_line": check_line, "agent_site": agent_site,
+                "status_table": status_table, "status_rows": status_rows, "roles_text": roles_text}

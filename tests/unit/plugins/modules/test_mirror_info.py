@@ -125,3 +125,15 @@ def test_negative_interval_rejected(pair, jfake, fake_time):
     pair()
     r = jfake.run_module(mirror_info, args(sample_interval=-1))
     assert r.failed and "sample_interval" in r.result["msg"]
+
+
+def test_paused_client_queues_are_named_for_both_sites(pair, jfake, fake_time):
+    dc1, _dc2 = pair()
+    assert mirror_info._paused_queues({"queues": None}) is None
+    r = jfake.run_module(mirror_info, args(), check_mode=True)
+    assert r.result["site"]["paused_queues"] == [] and r.result["peer_site"]["paused_queues"] == []
+    client = next(q for q in dc1.queues if not q.get("InternalQueue") and not q["Name"].startswith("$"))
+    client["Paused"] = True
+    r = jfake.run_module(mirror_info, args(), check_mode=True)
+    assert r.result["site"]["paused_queues"] == [client["Name"]]
+    assert r.result["peer_site"]["paused_queues"] == []

@@ -1,0 +1,121 @@
+# -*- coding: utf-8 -*-
+# Copyright: continuity.artemis contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""What an operator reads about the two sites: the status runbook's table and one-line role summaries.
+
+Pure functions (standard library only) used by the collection's filters (plugins/filter/continuity.py); the
+status runbook prints the table in its task output and publishes the rows with set_stats.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+UNKNOWN = "unknown"
+COLUMNS = ("site", "role", "broker", "mirror out", "backlog", "lag s", "paused")
+
+
+def _text(value):
+    if value is None or value == "":
+        return UNKNOWN
+    return str(value)
+
+
+def _num(value, fmt="%.2f"):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return fmt % value
+    return str(value)
+
+
+def roles_text(roles):
+    """`dc1 active, dc2 passive`; a site without a known role is `dc1 unknown`; no roles at all is `unknown`."""
+    if not roles:
+        return UNKNOWN
+    return ", ".join("%s %s" % (site, _text(role)) for site, role in sorted(roles.items()))
+
+
+def _mirror_state(d):
+    if not d.get("reachable", True):
+        return "unreadable"
+    if d.get("connected"):
+        return "connected"
+    if d.get("started") is False:
+        return "stopped"
+    return "NOT CONNECTED"
+
+
+def _broker(d, role):
+    if not d:  # no mirror read of this site: only its role says whether it answered
+        return "UNREACHABLE" if role == "unreachable" else "-"
+    if not d.get("reachable", True):
+        return "UNREACHABLE"
+    return "up " + d["broker_version"] if d.get("broker_version") else "up"
+
+
+def status_rows(status):
+    """One row per site of a status report (playbooks/status.yml `continuity_status`): its role now and after a
+    restart, whether its broker answers, its outgoing mirror to the peer with backlog, lag and RPO exposure, the
+    client queues left paused on it, and the consumers on the peer when the peer is passive."""
+    status = status or {}
+    roles = status.get("roles") or {}
+    persisted = status.get("persisted_roles") or {}
+    by_site = {}
+    for d in status.get("directions") or []:
+        by_site.setdefault(d.get("site"), []).append(d)
+    rows = []
+    for site in sorted(set(roles) | set(by_site)):
+        directions = by_site.get(site) or [{}]
+        for d in directions:
+            reachable = bool(d) and d.get("reachable", True)
+            paused = d.get("paused_queues")
+            rows.append({
+                "site": site,
+                "role": _text(roles.get(site)),
+                "after_restart": _text(persisted.get(site)),
+                "broker": _broker(d, roles.get(site)),
+                "peer": d.get("peer"),
+                "mirror": ("-> %s %s" % (d.get("peer"), _mirror_state(d))) if d else "-",
+                "backlog": d.get("backlog") if reachable else None,
+                "lag": d.get("lag_seconds") if reachable else None,
+                "rpo": d.get("rpo_seconds_est") if reachable else None,
+                "paused": None if paused is None else len(paused),
+                "paused_queues": paused,
+                "passive_consumers": d.get("passive_consumers"),
+                "error": d.get("error") if d and not reachable else None,
+            })
+    return rows
+
+
+def _sla_line(checks):
+    checks = checks or []
+    breaches = [c for c in checks if c.get("ok") not in (True, "True", "true")]
+    if not checks:
+        return "SLA: not judged"
+    if not breaches:
+        return "SLA: ok (%d checks)" % len(checks)
+    return "SLA: BREACH %s" % "; ".join("%s (%s)" % (c.get("name"), c.get("detail")) for c in breaches)
+
+
+def status_table(status, checks=None):
+    """The status report as aligned text lines: a header, one row per site (its role, and its role after a restart
+    when that differs; its broker; its outgoing mirror with backlog and lag; its paused client queues), the errors
+    of unreadable sites, then the SLA verdict (the RPO and consumer checks are in it; status_rows has every value)."""
+    rows = status_rows(status)
+    cells = [list(COLUMNS)]
+    for r in rows:
+        role = r["role"]
+        if r["after_restart"] != r["role"]:
+            role += " (%s after a restart)" % r["after_restart"]
+        paused = _num(r["paused"])
+        if r["paused"]:
+            paused += " (%s%s)" % (", ".join(r["paused_queues"][:3]), ", ..." if r["paused"] > 3 else "")
+        cells.append([_text(r["site"]), role, r["broker"], r["mirror"], _num(r["backlog"]), _num(r["lag"]), paused])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in cells]
+    for r in rows:
+        if r["error"]:
+            lines.append("%s: %s" % (r["site"], r["error"]))
+    lines.append(_sla_line(checks))
+    return lines

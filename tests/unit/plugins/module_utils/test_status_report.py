@@ -1,0 +1,98 @@
+"""The status runbook's table and role texts (module_utils/status_report.py, filters status_table/rows, roles_text)."""
+
+from __future__ import annotations
+
+from ansible_collections.continuity.artemis.plugins.filter.continuity import FilterModule
+from ansible_collections.continuity.artemis.plugins.module_utils.status_report import (
+    roles_text,
+    status_rows,
+    status_table,
+)
+
+
+def _direction(site, peer, **kw):
+    d = {"site": site, "peer": peer, "reachable": True, "connection": peer.upper(), "started": True,
+         "connected": True, "backlog": 0, "lag_seconds": 0.0, "rpo_seconds_est": 0.0, "paused_queues": [],
+         "passive_consumers": None, "broker_version": "2.44.0"}
+    d.update(kw)
+    return d
+
+
+HEALTHY = {
+    "roles": {"dc1": "active", "dc2": "passive"},
+    "persisted_roles": {"dc1": "active", "dc2": "passive"},
+    "active_site": "dc1",
+    "directions": [_direction("dc1", "dc2", passive_consumers=0), _direction("dc2", "dc1", backlog=12,
+                                                                            lag_seconds=0.25)],
+}
+OK_CHECKS = [{"name": "roles", "ok": True, "detail": "x"}, {"name": "lag", "ok": "True", "detail": "y"}]
+
+
+def test_roles_text():
+    assert roles_text({"dc2": "passive", "dc1": "active"}) == "dc1 active, dc2 passive"
+    assert roles_text({"dc1": None, "dc2": ""}) == "dc1 unknown, dc2 unknown"
+    assert roles_text({}) == "unknown"
+    assert roles_text(None) == "unknown"
+
+
+def test_healthy_table_has_one_row_per_site_and_the_verdict():
+    lines = status_table(HEALTHY, OK_CHECKS)
+    assert lines[0].split() [:2] == ["site", "role"]
+    assert lines[1].split()[:5] == ["dc1", "active", "up", "2.44.0", "->"]
+    assert "-> dc2 connected" in lines[1]
+    assert lines[2].split()[:5] == ["dc2", "passive", "up", "2.44.0", "->"]
+    assert max(len(line) for line in lines) <= 80, "fits a job log without wrapping"
+    assert " 12 " in lines[2] and "0.25" in lines[2]
+    assert lines[-1] == "SLA: ok (2 checks)"
+    assert len(lines) == 4
+    # columns line up: every row starts its mirror column where the header's starts
+    col = lines[0].index("mirror out")
+    assert all(line[col:].startswith("->") for line in lines[1:3])
+
+
+def test_no_python_reprs_in_the_table():
+    text = "\n".join(status_table(HEALTHY, OK_CHECKS))
+    for bad in ("None", "{", "[", "'"):
+        assert bad not in text, bad
+
+
+def test_unreachable_site_and_unknown_roles():
+    status = {"roles": {"dc1": "active", "dc2": "unreachable"}, "persisted_roles": {"dc1": "active", "dc2": None},
+              "directions": [_direction("dc1", "dc2", connected=False),
+                             {"site": "dc2", "peer": "dc1", "reachable": False, "error": "connection refused"}]}
+    checks = [{"name": "reachable", "ok": False, "detail": "unreachable: dc2"}, {"name": "roles", "ok": True}]
+    lines = status_table(status, checks)
+    dc2 = next(line for line in lines if line.startswith("dc2 "))
+    assert dc2.split()[:4] == ["dc2", "unreachable", "(unknown", "after"]
+    assert "UNREACHABLE" in dc2
+    assert "-> dc1 unreadable" in dc2
+    assert "-> dc2 NOT CONNECTED" in lines[1]
+    assert "dc2: connection refused" in lines
+    assert lines[-1] == "SLA: BREACH reachable (unreachable: dc2)"
+    rows = status_rows(status)
+    assert rows[1]["backlog"] is None and rows[1]["broker"] == "UNREACHABLE"
+
+
+def test_paused_queues_and_consumers_on_the_passive_site():
+    status = dict(HEALTHY, directions=[_direction("dc1", "dc2", paused_queues=["orders", "invoices"],
+                                                  passive_consumers=2), _direction("dc2", "dc1", started=False,
+                                                                                   connected=False)])
+    rows = status_rows(status)
+    assert rows[0]["paused"] == 2 and rows[0]["passive_consumers"] == 2
+    lines = status_table(status)
+    assert "2 (orders, invoices)" in lines[1]
+    assert "-> dc1 stopped" in lines[2]
+    assert lines[-1] == "SLA: not judged"
+
+
+def test_a_site_without_directions_still_has_a_row():
+    rows = status_rows({"roles": {"dc1": "active", "dc2": "passive"}, "directions": []})
+    assert [r["site"] for r in rows] == ["dc1", "dc2"]
+    assert rows[0]["mirror"] == "-" and rows[0]["after_restart"] == "unknown"
+
+
+def test_filters_are_registered():
+    filters = FilterModule().filters()
+    assert filters["status_table"] is status_table
+    assert filters["status_rows"] is status_rows
+    assert filters["roles_text"] is roles_text
