@@ -20,13 +20,13 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule schemas plugin test-plugin test lab-up lab-down demo bench build constraints system-deps clean
+        test-traffic molecule schemas plugin awx-collection test-plugin test lab-up lab-down demo bench build constraints system-deps clean
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
 	@echo "make test   - set up everything and run every test layer (what CI runs)"
 	@echo "other: lab-up lab-down bench build lint sanity unit plugin test-lab test-integration"
-	@echo "       test-pipeline test-agent test-traffic molecule constraints clean"
+	@echo "       test-pipeline test-agent test-traffic molecule constraints awx-collection clean"
 	@echo "make record - record the unit tests' Jolokia answers from a private real lab (RECORD_VERSION=$(RECORD_VERSION))"
 
 # --- environment --------------------------------------------------------------------------
@@ -57,18 +57,25 @@ constraints: $(STAMP)
 	  $(PY) -m pip freeze --exclude-editable; } > requirements/constraints.txt
 
 # --- tests --------------------------------------------------------------------------------
-lint: venv
+# awx.awx for extensions/awx (AWX as code) and its lint: from the hash-pinned wheel in requirements/awx.txt.
+AWX_COLL := $(COLL_ROOT)/ansible_collections/awx/awx/MANIFEST.json
+$(AWX_COLL): requirements/awx.txt scripts/awx_collection.py | $(STAMP)
+	$(PY) scripts/awx_collection.py --dest $(COLL_ROOT)
+	touch $@
+awx-collection: $(AWX_COLL)
+
+lint: venv awx-collection
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ansible-lint --profile production --offline
 
-sanity: venv schemas
+sanity: venv schemas system-deps
 	bash tests/sanity/run.sh
 
 # The broker.xml schemas of the supported versions, from the Artemis jars on Maven Central (sha512 pinned).
 schemas: venv
 	$(PY) -m continuity_lab.schemas --out $(BUILD)/schemas --downloads $(BUILD)/downloads
 
-unit: venv schemas
+unit: venv schemas awx-collection
 	bash tests/run-pytest.sh unit tests/unit
 
 test-lab: venv plugin
@@ -126,8 +133,8 @@ build: venv
 	$(VENV)/bin/ansible-galaxy collection build --force --output-path $(BUILD)/galaxy .
 
 # Debian packages the tests use: Chromium opens the HTML report, promtool (package prometheus) checks the
-# alert rules, and the agent role test runs the agent with the system python3.
-SYSTEM_PACKAGES := chromium prometheus python3-prometheus-client python3-yaml
+# alert rules, the agent role test runs the agent with the system python3, and ansible-test sanity runs shellcheck.
+SYSTEM_PACKAGES := chromium prometheus python3-prometheus-client python3-yaml shellcheck
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
