@@ -20,13 +20,13 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule schemas plugin awx-collection test-plugin test lab-up lab-down demo bench build constraints system-deps clean
+        test-traffic molecule schemas plugin awx-collection ee-context test-plugin test lab-up lab-down demo bench build constraints system-deps clean
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
 	@echo "make test   - set up everything and run every test layer (what CI runs)"
 	@echo "other: lab-up lab-down bench build lint sanity unit plugin test-lab test-integration"
-	@echo "       test-pipeline test-agent test-traffic molecule constraints awx-collection clean"
+	@echo "       test-pipeline test-agent test-traffic molecule constraints awx-collection ee-context clean"
 	@echo "make record - record the unit tests' Jolokia answers from a private real lab (RECORD_VERSION=$(RECORD_VERSION))"
 
 # --- environment --------------------------------------------------------------------------
@@ -131,6 +131,13 @@ bench: venv plugin
 build: venv
 	mkdir -p $(BUILD)/galaxy
 	$(VENV)/bin/ansible-galaxy collection build --force --output-path $(BUILD)/galaxy .
+
+# The execution environment's build context (extensions/ee/execution-environment.yml next to the tarball), for
+# `ansible-builder build -f build/ee/execution-environment.yml -c build/ee/context` on a machine with podman/docker.
+ee-context: build
+	rm -rf $(BUILD)/ee && mkdir -p $(BUILD)/ee
+	cp extensions/ee/execution-environment.yml $(BUILD)/galaxy/continuity-artemis-$$($(PY) -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])').tar.gz $(BUILD)/ee/
+	$(VENV)/bin/ansible-builder create -f $(BUILD)/ee/execution-environment.yml -c $(BUILD)/ee/context
 
 # Debian packages the tests use: Chromium opens the HTML report, promtool (package prometheus) checks the
 # alert rules, the agent role test runs the agent with the system python3, and ansible-test sanity runs shellcheck.
