@@ -34,6 +34,8 @@ attributes:
   diff_mode:
     description: Nothing to diff; the probe leaves no lasting change.
     support: none
+extends_documentation_fragment:
+  - continuity.artemis.in_process
 options:
   origin_urls:
     description:
@@ -270,9 +272,12 @@ def canary_records(run_id, result):
     return records
 
 
-def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           required_together=[('client_cert', 'client_key')])
+def module_kwargs():
+    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/amqp_probe.py)."""
+    return dict(argument_spec=argument_spec(), supports_check_mode=True, required_together=[('client_cert', 'client_key')])
+
+
+def run_module(module):
     p = module.params
     if not amqp.HAS_PROTON:
         module.fail_json(msg=missing_required_lib('python-qpid-proton'), exception=amqp.PROTON_IMPORT_ERROR)
@@ -324,6 +329,10 @@ def main():
     if err and (err['kind'] != amqp.TIMEOUT or p['fail_on_timeout']):
         module.fail_json(msg=err['message'], **result)
     module.exit_json(**result)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == '__main__':

@@ -18,6 +18,8 @@ description:
   - Used by the runbooks for their run, phase and incident records, so the pipeline can prove what happened.
 author:
   - continuity.artemis contributors (@continuity-artemis)
+extends_documentation_fragment:
+  - continuity.artemis.in_process
 options:
   evidence_dir:
     description: Directory that holds one sub-directory per run.
@@ -39,12 +41,6 @@ options:
     elements: dict
     required: true
 attributes:
-  action:
-    description:
-      - On a local connection (the runbooks run on C(localhost)) the action plugin builds and writes the records in
-        the controller's process, with the same argument spec and checks, without starting a module. On any other
-        connection the module runs on the target host.
-    support: full
   check_mode:
     description: Validates the records and writes nothing.
     support: full
@@ -97,14 +93,22 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+def module_kwargs():
+    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/evidence.py)."""
+    return dict(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+
+
+def run_module(module):
     p = module.params
     try:
         out = evidence.append_records(p["evidence_dir"], p["run_id"], p["file"], p["records"], module.check_mode)
     except evidence.EvidenceError as exc:
         module.fail_json(msg="invalid evidence record: %s" % exc)
     module.exit_json(changed=not module.check_mode, **out)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ description:
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
+  - continuity.artemis.in_process
   - continuity.artemis.jolokia
   - continuity.artemis.jolokia.peer
 options:
@@ -202,7 +203,8 @@ from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args im
 )
 
 
-def main():
+def module_kwargs():
+    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/mirror_wait.py)."""
     spec = jolokia_argument_spec()
     spec.update(
         peer=peer_argument_spec(),
@@ -227,7 +229,10 @@ def main():
         wait_timeout=dict(type="float", default=120),
         wait_sleep=dict(type="float", default=1),
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return dict(argument_spec=spec, supports_check_mode=True)
+
+
+def run_module(module):
     p = module.params
     conditions = {name: p[name] for name in gates.CONDITION_NAMES if p.get(name) is not None}
     if p.get("queues_equal") is False:
@@ -282,6 +287,10 @@ def main():
     else:
         msg = "mirror gate not met: %s" % res["reason"]
     module.fail_json(msg=msg, **out)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

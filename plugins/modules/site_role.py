@@ -32,6 +32,7 @@ description:
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
+  - continuity.artemis.in_process
   - continuity.artemis.jolokia
 options:
   client_acceptors:
@@ -193,7 +194,8 @@ def _warn_on_disagreement(module, result):
                     "with state=%s to align them" % (role, guard, role))
 
 
-def main():
+def module_kwargs():
+    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/site_role.py)."""
     spec = jolokia_argument_spec()
     spec.update(
         client_acceptors=dict(type="list", elements="str", required=True),
@@ -202,7 +204,10 @@ def main():
         allow_unreachable=dict(type="bool", default=False),
         wait_timeout=dict(type="float", default=30.0),
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return dict(argument_spec=spec, supports_check_mode=True)
+
+
+def run_module(module):
     p = module.params
     acceptors = p["client_acceptors"]
     if not acceptors:
@@ -276,6 +281,10 @@ def main():
         result["diff"] = dict(before=diff["before"], after=diff["after"],
                               before_header=diff["path"], after_header=diff["path"])
     module.exit_json(**result)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

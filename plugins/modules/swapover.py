@@ -41,6 +41,8 @@ description:
   - Run the task on the host of O(new_site) when its O(new_site.broker_xml) is set (the file is edited locally).
 author:
   - continuity.artemis contributors (@continuity-artemis)
+extends_documentation_fragment:
+  - continuity.artemis.in_process
 options:
   old_site:
     description: The site that is active now.
@@ -259,8 +261,9 @@ def _write_evidence(params, phases):
     return path
 
 
-def main():
-    module = AnsibleModule(
+def module_kwargs():
+    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/swapover.py)."""
+    return dict(
         argument_spec=dict(
             old_site=dict(type="dict", required=True, options=SITE_SPEC),
             new_site=dict(type="dict", required=True, options=SITE_SPEC),
@@ -281,6 +284,9 @@ def main():
         required_by={"evidence_dir": ["run_id"]},
         supports_check_mode=True,
     )
+
+
+def run_module(module):
     p = module.params
     if p["old_site"]["name"] == p["new_site"]["name"]:
         module.fail_json(msg="old_site and new_site are both named %r: name two different sites"
@@ -314,6 +320,10 @@ def main():
                      roles_after=res["roles_after"], client_outage_seconds=res["client_outage_seconds"],
                      resumed=res["resumed"], old_fence_persisted=res["old_fence_persisted"],
                      mirrors_connected_after=res["mirrors_connected_after"], evidence_file=path)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

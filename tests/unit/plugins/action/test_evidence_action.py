@@ -17,6 +17,7 @@ def make(args, transport="local", check_mode=False):
     task = mock.MagicMock()
     task.args = args
     task.async_val = 0
+    task.environment = []
     connection = mock.MagicMock()
     connection.transport = transport
     connection._shell.tmpdir = None
