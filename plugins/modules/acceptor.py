@@ -22,6 +22,7 @@ description:
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
+  - continuity.artemis.in_process
   - continuity.artemis.jolokia
 options:
   name:
@@ -106,11 +107,15 @@ def _states(acceptors, names):
     return {n: ("started" if acceptors[n]["started"] else "stopped") for n in names}
 
 
-def main():
+def module_kwargs():
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
     spec.update(name=dict(type="list", elements="str", required=True, aliases=["names"]),
                 state=dict(type="str", choices=["started", "stopped"], default="started"))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return dict(argument_spec=spec, supports_check_mode=True)
+
+
+def run_module(module):
     p = module.params
     want = p["state"] == "started"
     names = list(dict.fromkeys(p["name"]))
@@ -151,6 +156,10 @@ def main():
     if module._diff:
         result["diff"] = {"before": _states(before, names), "after": _states(after, names)}
     module.exit_json(**result)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

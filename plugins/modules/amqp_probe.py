@@ -273,8 +273,9 @@ def canary_records(run_id, result):
 
 
 def module_kwargs():
-    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/amqp_probe.py)."""
-    return dict(argument_spec=argument_spec(), supports_check_mode=True, required_together=[('client_cert', 'client_key')])
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
+    return dict(argument_spec=argument_spec(), supports_check_mode=True,
+                required_together=[('client_cert', 'client_key')])
 
 
 def run_module(module):

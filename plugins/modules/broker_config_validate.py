@@ -25,6 +25,8 @@ description:
 version_added: 0.1.0
 author:
   - continuity.artemis contributors (@continuity-artemis)
+extends_documentation_fragment:
+  - continuity.artemis.in_process
 options:
   xml:
     description: The rendered broker.xml.
@@ -100,8 +102,9 @@ except ImportError:
 from ansible_collections.continuity.artemis.plugins.module_utils import broker_xml
 
 
-def main():
-    module = AnsibleModule(
+def module_kwargs():
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
+    return dict(
         argument_spec=dict(
             xml=dict(type="str", required=True, no_log=True),
             version=dict(type="str", required=True),
@@ -113,6 +116,9 @@ def main():
         required_one_of=[("schema_dir", "archive")],
         supports_check_mode=True,
     )
+
+
+def run_module(module):
     if not HAS_LXML:
         module.fail_json(msg=missing_required_lib("lxml"))
     p = module.params
@@ -134,6 +140,10 @@ def main():
     result["restart_reasons"] = reasons
     result["restart_required"] = bool(reasons)
     module.exit_json(**result)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

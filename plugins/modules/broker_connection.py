@@ -23,6 +23,7 @@ description:
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
+  - continuity.artemis.in_process
   - continuity.artemis.jolokia
 options:
   name:
@@ -131,11 +132,15 @@ def read_state(client, broker, name):
                             "uri": row.get("uri")}, "broker_operation"
 
 
-def main():
+def module_kwargs():
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
     spec.update(name=dict(type="str", required=True),
                 state=dict(type="str", choices=["started", "stopped"], default="started"))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return dict(argument_spec=spec, supports_check_mode=True)
+
+
+def run_module(module):
     p = module.params
     name, want_started = p["name"], p["state"] == "started"
     try:
@@ -169,6 +174,10 @@ def main():
         result["diff"] = {"before": {"name": name, "state": "started" if before["started"] else "stopped"},
                           "after": {"name": name, "state": "started" if after["started"] else "stopped"}}
     module.exit_json(**result)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

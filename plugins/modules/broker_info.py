@@ -22,6 +22,7 @@ description:
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
+  - continuity.artemis.in_process
   - continuity.artemis.jolokia
 options:
   name_regex:
@@ -232,10 +233,14 @@ def _strip(entry):
     return {k: v for k, v in entry.items() if k != "mbean"}
 
 
-def main():
+def module_kwargs():
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
     spec.update(name_regex=dict(type="str"), include_internal=dict(type="bool", default=False))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return dict(argument_spec=spec, supports_check_mode=True)
+
+
+def run_module(module):
     rx = None
     if module.params["name_regex"]:
         try:
@@ -272,6 +277,10 @@ def main():
         notes=snap["notes"],
         requests=collector.client.request_count,
     )
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ description:
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
+  - continuity.artemis.in_process
   - continuity.artemis.jolokia
 options:
   type:
@@ -181,7 +182,8 @@ def _state(entry, kind, state):
     return out
 
 
-def main():
+def module_kwargs():
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
     spec.update(
         type=dict(type="str", choices=["queue", "address"], default="queue"),
@@ -193,8 +195,11 @@ def main():
         include_internal=dict(type="bool", default=False),
         allow_empty=dict(type="bool", default=False),
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
-                           required_one_of=[("names", "prefix", "regex")])
+    return dict(argument_spec=spec, supports_check_mode=True,
+                required_one_of=[("names", "prefix", "regex")])
+
+
+def run_module(module):
     p = module.params
     kind, state = p["type"], p["state"]
     if state in ("blocked", "unblocked") and kind != "address":
@@ -269,6 +274,10 @@ def main():
         result["diff"] = {"before": {n: d["before"] for n, d in destinations.items()},
                           "after": {n: d["after"] for n, d in destinations.items()}}
     module.exit_json(**result)
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ ARGUMENT_SPEC = dict(
 
 
 def module_kwargs():
-    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/evidence.py)."""
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     return dict(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
 

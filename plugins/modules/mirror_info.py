@@ -38,6 +38,7 @@ description:
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
+  - continuity.artemis.in_process
   - continuity.artemis.jolokia
   - continuity.artemis.jolokia.peer
 options:
@@ -310,7 +311,8 @@ def _site_summary(snap, collector):
             "continuity_plugin": snap.get("continuity_plugin"), "paused_queues": _paused_queues(snap)}
 
 
-def main():
+def module_kwargs():
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
     spec.update(
         peer=peer_argument_spec(),
@@ -322,7 +324,10 @@ def main():
         overhead_seconds=dict(type="float", default=0.0),
         assumed_drain_rate=dict(type="float"),
     )
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    return dict(argument_spec=spec, supports_check_mode=True)
+
+
+def run_module(module):
     p = module.params
     if p["sample_interval"] < 0:
         module.fail_json(msg="sample_interval must be >= 0")
@@ -357,6 +362,10 @@ def main():
         notes=notes,
         elapsed=time.monotonic() - started,
     )
+
+
+def main():
+    run_module(AnsibleModule(**module_kwargs()))
 
 
 if __name__ == "__main__":

@@ -204,7 +204,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args im
 
 
 def module_kwargs():
-    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/mirror_wait.py)."""
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
     spec.update(
         peer=peer_argument_spec(),

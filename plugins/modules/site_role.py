@@ -195,7 +195,7 @@ def _warn_on_disagreement(module, result):
 
 
 def module_kwargs():
-    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/site_role.py)."""
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
     spec.update(
         client_acceptors=dict(type="list", elements="str", required=True),

@@ -262,7 +262,7 @@ def _write_evidence(params, phases):
 
 
 def module_kwargs():
-    """Keyword arguments of the module's AnsibleModule (shared with its action plugin, plugins/action/swapover.py)."""
+    """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     return dict(
         argument_spec=dict(
             old_site=dict(type="dict", required=True, options=SITE_SPEC),

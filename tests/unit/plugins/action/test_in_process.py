@@ -14,7 +14,8 @@ from ansible.playbook.play_context import PlayContext
 
 from ansible_collections.continuity.artemis.plugins.plugin_utils.in_process import InProcessModuleAction
 
-ACTIONS = ("amqp_probe", "evidence", "mirror_wait", "site_role", "swapover")
+ACTIONS = ("acceptor", "amqp_probe", "broker_config_validate", "broker_connection", "broker_info", "destination",
+           "evidence", "mirror_info", "mirror_wait", "site_role", "swapover")
 
 
 def make(action_class, args, transport="local", check_mode=False, become=False, environment=None, async_val=0):
@@ -73,7 +74,7 @@ def test_site_role_in_process_reports_an_unreachable_broker_without_starting_a_m
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    action = make(ActionModule, {"url": "http://127.0.0.1:%d/console/jolokia" % port, "username": "admin",
+    action = make(ActionModule, {"url": f"http://127.0.0.1:{port}/console/jolokia", "username": "admin",
                                  "password": "s3cret-pw", "client_acceptors": ["artemis"],
                                  "allow_unreachable": True})
     result = action.run(task_vars={})
@@ -87,17 +88,17 @@ def test_site_role_in_process_refuses_a_bad_choice_with_the_module_message():
 
     action = make(ActionModule, {"url": "http://127.0.0.1:1/console/jolokia", "client_acceptors": ["artemis"],
                                  "state": "fenced"})
-    with pytest.raises(AnsibleActionFail, match="state.*active, passive"):
+    with pytest.raises(AnsibleActionFail, match=r"state.*active, passive"):
         action.run(task_vars={})
 
 
 def test_fail_json_is_a_failed_result_with_the_message_and_no_secret():
     def run(module):
         try:
-            module.fail_json(msg="login as %s failed with %s" % (module.params["name"], module.params["secret"]),
+            module.fail_json(msg=f"login as {module.params['name']} failed with {module.params['secret']}",
                              detail=module.params["secret"])
         except Exception:  # a module's own error handling must not swallow the exit
-            raise AssertionError("fail_json was caught by except Exception")
+            raise AssertionError("fail_json was caught by except Exception") from None
 
     result = make(action_for(run), {"name": "admin", "secret": "hunter2-pw"}).run(task_vars={})
     assert result["failed"] is True and result["msg"].startswith("login as admin failed with ")
@@ -120,3 +121,10 @@ def test_exit_json_carries_the_warnings_and_check_mode_reaches_the_module():
 def test_a_module_that_returns_without_exit_is_reported_as_a_defect():
     with pytest.raises(AnsibleActionFail, match="ended without a result"):
         make(action_for(lambda module: None), {"name": "dc1"}).run(task_vars={})
+
+
+def test_every_module_has_its_in_process_action():
+    from pathlib import Path
+
+    modules = {p.stem for p in (Path(__file__).resolve().parents[4] / "plugins" / "modules").glob("*.py")} - {"__init__"}
+    assert modules == set(ACTIONS)
