@@ -27,7 +27,7 @@ def pinned(requirements: Path) -> tuple[str, str]:
         line = line.split("#", 1)[0].strip()
         if line:
             spec = line.split()[0]
-            name, _, version = spec.partition("==")
+            name, _sep, version = spec.partition("==")
             if not version or "--hash=sha256:" not in line:
                 sys.exit(f"{requirements}: expected one 'name==version --hash=sha256:...' line, got {line!r}")
             return name, version

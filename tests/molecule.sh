@@ -8,6 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$root/ansible.cfg"
+# The scenarios' place, said once: without it molecule first tries its default glob and logs "glob failed".
+export MOLECULE_GLOB="extensions/molecule/*/molecule.yml"
 
 # A free block of loopback ports per scenario (each scenario uses base+{161,616,617} and +100 for a 2nd site).
 free_base() {
@@ -45,6 +47,8 @@ for s in "${scenarios[@]}"; do
   base=$(free_base "${used[@]}")
   used+=("$base")
   echo "=== molecule test -s $s (ports from $base, instances under $work/$s)"
-  MOLECULE_LAB_ROOT="$work/$s" MOLECULE_LAB_PORT_BASE="$base" molecule test -s "$s"
+  # molecule's own state (inventory, state.yml) goes to the same temporary directory, not ~/.cache
+  MOLECULE_LAB_ROOT="$work/$s" MOLECULE_LAB_PORT_BASE="$base" MOLECULE_EPHEMERAL_DIRECTORY="$work/$s.molecule" \
+    molecule test -s "$s"
 done
 echo "molecule: ${#scenarios[@]} scenario(s) passed"

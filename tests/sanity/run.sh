@@ -4,13 +4,14 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 # Outside this git work tree: inside it (even under the ignored build/) ansible-test asks git for the file
-# list and finds nothing to test.
-base="${CONTINUITY_SANITY_DIR:-${TMPDIR:-/tmp}/continuity-artemis-sanity}"
+# list and finds nothing to test. A directory of its own per run (two checkouts never share it), removed after.
+base=$(mktemp -d "${TMPDIR:-/tmp}/continuity-artemis-sanity.XXXXXX")
+trap 'rm -rf "$base"' EXIT
 dest="$base/ansible_collections/continuity/artemis"
-rm -rf "$base"; mkdir -p "$dest"
+mkdir -p "$dest"
 cd "$root"
 git ls-files --cached --others --exclude-standard -z \
-  | grep -z -v -E '^(lab|benchmarks|\.ci)/' \
+  | grep -z -v -E '^(lab|benchmarks|plugin|\.ci)/' \
   | tar --null --ignore-failed-read -cf - -T - 2>/dev/null \
   | tar -xf - -C "$dest"
 # ansible-test's --venv bootstraps pip by downloading get-pip.py, which this network refuses. Its own venv
@@ -24,11 +25,16 @@ if [ ! -f "$sv/.installed-$core" ]; then
   "$sv/bin/python" -m pip install -q "$core" -c "$root/requirements/constraints.txt"
   touch "$sv/.installed-$core"
 fi
+# ansible-test keeps its per-test venvs and its get-pip.py cache under ~/.ansible/test: give it a home inside this
+# checkout's build/, so two checkouts (or another ansible-test user) never share or clobber them.
+export HOME="$root/build/sanity-home"
 # ansible-test bootstraps pip in each sanity test's venv with a get-pip.py it downloads (refused here);
 # it uses a cached copy when one exists, so the offline stand-in goes where it looks.
 pipver=$(grep -oE "pip='[0-9.]+'" "$sv"/lib/python*/site-packages/ansible_test/_internal/python_requirements.py | head -1 | grep -oE "[0-9.]+")
 mkdir -p "$HOME/.ansible/test/cache"
 cp "$root/tests/sanity/get_pip_offline.py" "$HOME/.ansible/test/cache/get_pip_${pipver//./_}.py"
+# the shellcheck sanity test needs the program (make system-deps installs it); say so instead of skipping it
+command -v shellcheck >/dev/null || { echo "shellcheck is not installed: run make system-deps" >&2; exit 1; }
 cd "$dest"
 pyver=$("$sv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 # Scope: the Ansible content (plugins, roles, playbooks, meta, docs, changelogs). The Python packages that ship
