@@ -293,3 +293,31 @@ def test_awx_tasks_use_the_options_the_awx_collection_documents(rendered):
     for t in rendered["templates"]:
         extra = set(t) - _names(jt)
         assert not extra, f"{t['name']}: {sorted(extra)} are not job_template options"
+
+
+def _set_stats_keys(tasks: list) -> set[str]:
+    keys: set[str] = set()
+    for t in tasks or []:
+        if "ansible.builtin.set_stats" in t:
+            keys |= set(t["ansible.builtin.set_stats"]["data"])
+        for part in ("block", "rescue", "always"):
+            keys |= _set_stats_keys(t.get(part))
+    return keys
+
+
+def test_docs_awx_lists_the_set_stats_keys_the_runbooks_publish():
+    text = (ROOT / "docs" / "awx.md").read_text()
+    section = text[text.index("## 6. Results"):]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+\.yml)` \|[^|]*\|(.*)\|$", section, re.M)}
+    published = {}
+    for playbook in runbooks():
+        keys = set()
+        for play in yaml.safe_load((ROOT / playbook).read_text()):
+            keys |= _set_stats_keys(play.get("tasks"))
+        if keys:
+            published[Path(playbook).name] = keys
+    assert sorted(rows) == sorted(published), "docs/awx.md section 6 has one row per runbook that publishes"
+    for name, keys in published.items():
+        # the top-level keys are the backticked names outside parentheses (those list a key's fields)
+        documented = set(re.findall(r"`(continuity_\w+)`", re.sub(r"\([^()]*(\([^()]*\)[^()]*)*\)", "", rows[name])))
+        assert documented == keys, f"{name}: docs/awx.md says {sorted(documented)}, the playbook {sorted(keys)}"
