@@ -126,5 +126,6 @@ def test_a_module_that_returns_without_exit_is_reported_as_a_defect():
 def test_every_module_has_its_in_process_action():
     from pathlib import Path
 
-    modules = {p.stem for p in (Path(__file__).resolve().parents[4] / "plugins" / "modules").glob("*.py")} - {"__init__"}
+    folder = Path(__file__).resolve().parents[4] / "plugins" / "modules"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
     assert modules == set(ACTIONS)
