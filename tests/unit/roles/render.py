@@ -54,7 +54,9 @@ def _resolve(value, env, ctx):
     if isinstance(value, str) and "{{" in value:
         try:
             return env.from_string(value).render(**ctx)
-        except jinja2.UndefinedError:  # needs a fact this test does not set (broker__home): left as is
+        except (jinja2.UndefinedError, TypeError):
+            # needs a fact this test does not set (broker__home), or a value not resolved in this pass yet (a
+            # template string where a list belongs): left as is for the next pass
             return value
     if isinstance(value, dict):
         return {k: _resolve(v, env, ctx) for k, v in value.items()}
@@ -77,8 +79,9 @@ def context(role: str, overrides: dict, facts: dict | None = None) -> dict:
     ctx.update(copy.deepcopy(overrides))
     ctx.update(copy.deepcopy(role_vars(role)))
     ctx.update(facts or {})
-    for _ in range(4):  # values reference each other (broker_instance_dir -> broker_name)
-        ctx = {k: _resolve(v, env, ctx) for k, v in ctx.items()}
+    for _ in range(4):  # values reference each other (broker_instance_dir -> broker_name): in order, in place,
+        for k in list(ctx):  # so a value sees the ones defined before it already resolved, as lazy templating would
+            ctx[k] = _resolve(ctx[k], env, ctx)
     return ctx
 
 

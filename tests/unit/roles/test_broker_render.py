@@ -287,3 +287,25 @@ def test_site_role_finds_the_plugin_state_file_in_the_rendered_broker_xml(tmp_pa
     assert continuity_plugin.state_file_of(xml, "/i") == "/i/var/role"
     plain = render("broker", "broker.xml.j2", {"broker_admin_password": "x"}, {"broker__version": "2.44.0"})
     assert continuity_plugin.state_file_of(plain, "/i") is None
+
+
+def test_ha_pair_gets_its_cluster_acceptor_connectors_and_cluster_connection_from_the_inventory():
+    _, xml, _ = _render("ha_replication_pair_auto.yml", "2.44.0")
+    core = _doc(xml).find("c:core", NS)
+    acceptors = {a.get("name"): a.text for a in core.findall("c:acceptors/c:acceptor", NS)}
+    # its own CORE acceptor, apart from the client acceptors a runbook fences
+    assert acceptors["cluster"] == "tcp://0.0.0.0:61718?protocols=CORE"
+    connectors = {c.get("name"): c.text for c in core.findall("c:connectors/c:connector", NS)}
+    assert connectors == {"dc1-backup": "tcp://10.0.1.12:61718", "dc1": "tcp://10.0.1.11:61618"}
+    cc = core.find("c:cluster-connections/c:cluster-connection", NS)
+    assert cc.get("name") == "ha" and cc.find("c:connector-ref", NS).text == "dc1-backup"
+    assert [r.text for r in cc.findall("c:static-connectors/c:connector-ref", NS)] == ["dc1"]
+    assert cc.find("c:message-load-balancing", NS).text == "OFF"
+    assert core.find("c:ha-policy/c:replication/c:backup/c:allow-failback", NS).text == "true"
+
+
+def test_explicit_cluster_connections_win_over_the_derived_pair():
+    _, xml, _ = _render("ha_replication_primary.yml", "2.44.0")
+    core = _doc(xml).find("c:core", NS)
+    assert [c.get("name") for c in core.findall("c:connectors/c:connector", NS)] == ["self", "peer"]
+    assert core.find("c:cluster-connections/c:cluster-connection", NS).get("name") == "site"
