@@ -67,7 +67,17 @@ def switches(phases: list[dict], incidents: list[dict]) -> list[dict]:
         found.append({"run_id": run_id, "switch_id": f"{runbook}#{execution}", "kind": runbook,
                       "start_ts": float(items[0]["start_ts"]), "old_site": before, "new_site": after,
                       "incident": None})
-    return sorted(found, key=lambda s: (s["run_id"], s["start_ts"], s["switch_id"]))
+    found.sort(key=lambda s: (s["run_id"], s["start_ts"], s["switch_id"]))
+    # A failback that only fences the returning site and starts it passive (the clients stay on the survivor)
+    # ends with the site that the run's previous switch already made active: the clients did not move, there is
+    # no RTO to measure (the returning site's own "active" before the fence is not where the clients were).
+    out: list[dict] = []
+    for s in found:
+        prev = next((p for p in reversed(out) if p["run_id"] == s["run_id"]), None)
+        if s["kind"] != "failover" and prev is not None and prev["new_site"] == s["new_site"]:
+            continue
+        out.append(s)
+    return out
 
 
 def late_cutoff(run_id: str, runs: list[dict], phases: list[dict]) -> float | None:

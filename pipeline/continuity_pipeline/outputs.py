@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -39,6 +40,13 @@ def write_table(df: DataFrame, path: str, partition_by: list[str], sort_by: list
      .write.mode("overwrite").partitionBy(*partition_by).parquet(path))
 
 
+def write_small_table(df: DataFrame, path: str, partition_by: list[str], sort_by: list[str]) -> None:
+    """Deterministic Parquet for a table built on the driver: one task sorts it (partition columns first, which
+    is the order the partitioned writer needs) and writes one file per partition value; no shuffle."""
+    (df.coalesce(1).sortWithinPartitions(*dict.fromkeys([*partition_by, *sort_by]))
+     .write.mode("overwrite").partitionBy(*partition_by).parquet(path))
+
+
 def _typed(row: dict, schema: T.StructType) -> tuple:
     out = []
     for f in schema.fields:
@@ -55,18 +63,20 @@ def _small(spark: SparkSession, rows: list[dict], schema: T.StructType) -> DataF
     return spark.createDataFrame([_typed(r, schema) for r in rows], schema)
 
 
-def write_small_tables(spark: SparkSession, out: str, result: dict) -> int:
+def small_table_writes(spark: SparkSession, out: str, result: dict) -> list[Callable[[], None]]:
+    """The tables built on the driver from ``result``, as independent writes (the caller may run them in
+    parallel)."""
     t = os.path.join(out, "tables")
-    write_table(_small(spark, result["reconciliation"], RECONCILIATION), os.path.join(t, "reconciliation"),
-                ["run_id"], ["run_id", "address"])
-    write_table(_small(spark, result["runs"], sc.RUN_SUMMARY), os.path.join(t, "runs"), ["run_id"], ["run_id"])
-    write_table(_small(spark, result["switches"], SWITCHES), os.path.join(t, "switches"), ["run_id"],
-                ["run_id", "start_ts"])
-    write_table(_small(spark, result["phases"], sc.PHASE_ROW), os.path.join(t, "phases"), ["run_id"],
-                ["run_id", "start_ts", "runbook", "phase"])
-    write_table(_small(spark, result["canaries"], CANARIES), os.path.join(t, "canary_latency"), ["run_id"],
-                ["run_id", "origin_site", "target_site"])
-    return 7  # with message_exceptions, lag_samples (written by jobs) and bad_records
+    specs = [("reconciliation", result["reconciliation"], RECONCILIATION, ["run_id", "address"]),
+             ("runs", result["runs"], sc.RUN_SUMMARY, ["run_id"]),
+             ("switches", result["switches"], SWITCHES, ["run_id", "start_ts"]),
+             ("phases", result["phases"], sc.PHASE_ROW, ["run_id", "start_ts", "runbook", "phase"]),
+             ("canary_latency", result["canaries"], CANARIES, ["run_id", "origin_site", "target_site"])]
+
+    def write(name: str, rows: list[dict], schema: T.StructType, sort_by: list[str]) -> Callable[[], None]:
+        return lambda: write_small_table(_small(spark, rows, schema), os.path.join(t, name), ["run_id"], sort_by)
+
+    return [write(*spec) for spec in specs]
 
 
 def write_bad(bad: DataFrame, out: str, known: int | None = None) -> dict:
@@ -75,10 +85,11 @@ def write_bad(bad: DataFrame, out: str, known: int | None = None) -> dict:
     ``known`` is the number of bad rows and file problems the reader already counted: when it is 0 the three
     passes over the input below are skipped (an empty table is still written).
     """
+    write = write_table
     if known == 0:
-        bad = bad.limit(0)
-    write_table(bad.withColumn("_p", F.lit(0)), os.path.join(out, "tables", "bad_records"), ["_p"],
-                ["file", "line", "reason"])
+        bad, write = bad.limit(0), write_small_table
+    write(bad.withColumn("_p", F.lit(0)), os.path.join(out, "tables", "bad_records"), ["_p"],
+          ["file", "line", "reason"])
     counts: dict = {}
     examples: list = []
     if known != 0:

@@ -91,6 +91,22 @@ def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
+def local_size(paths: Sequence[str]) -> int | None:
+    """Bytes under ``paths`` when every one is local (before Spark starts), else None."""
+    total = 0
+    for raw in paths:
+        if not _is_local(raw):
+            return None
+        path = os.path.abspath(_local(raw))
+        if os.path.isdir(path):
+            for root, _dirs, names in os.walk(path):
+                total += sum(os.path.getsize(os.path.join(root, n)) for n in names
+                             if os.path.isfile(os.path.join(root, n)))
+        elif os.path.isfile(path):
+            total += os.path.getsize(path)
+    return total
+
+
 def discover(spark: SparkSession, paths: Sequence[str]) -> InputFiles:
     """Expand files and directory trees into evidence files. Explicitly named files are always read."""
     found = InputFiles()

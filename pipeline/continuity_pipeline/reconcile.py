@@ -19,7 +19,8 @@ Shape of the work (what makes it scale):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -62,6 +63,8 @@ class LedgerResult:
     send_rate: list[dict]  # per run_id, switch_id: accepted sends/s on the old site before the start
     writers: list[dict]  # per run_id, ledger, writer: records and last ts
     persisted: DataFrame
+    # per (run_id, switch_id): lost messages accepted on the switch's old site since the run's previous switch
+    switch_lost: dict = field(default_factory=dict)
 
 
 def _code(c: str) -> Column:
@@ -192,7 +195,10 @@ def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
     msg = msg.withColumn("status", status)
     dup = (F.col("status") == "delivered") & (F.col("n_recv") > 1)
     msg = (msg.withColumn("duplicate", F.when(dup, F.when(F.col("n_fresh") > 1, "distinct").otherwise("redelivery")))
-           .withColumn("late", F.coalesce(F.col("first_recv_ts") > F.col("cutoff_ts"), F.lit(False)))
+           # late: in flight when the drill was declared over (sent before the cutoff, first received after it);
+           # traffic that simply went on after the cutoff is neither late nor an exception
+           .withColumn("late", F.coalesce((F.col("first_recv_ts") > F.col("cutoff_ts"))
+                                          & (F.col("first_send_ts") <= F.col("cutoff_ts")), F.lit(False)))
            .withColumn("rpo_lost", F.coalesce((F.col("status") == "lost")
                                               & (F.col("send_site_c") == F.col("lost_site_c")), F.lit(False)))
            .drop("cutoff_ts", "lost_site_c"))
@@ -243,14 +249,52 @@ def _decode(df: DataFrame, spark: SparkSession, dictionary: list[dict], cols: di
     return df
 
 
+def _merge_counts(agg_rows: list[dict]) -> list[dict]:
+    """Sum the rows of one (run_id, address_c) that the per-switch keys split."""
+    merged: dict[tuple, dict] = {}
+    for r in agg_rows:
+        key = (r["run_id"], r["address_c"])
+        acc = merged.get(key)
+        if acc is None:
+            merged[key] = {k: v for k, v in r.items() if k not in ("lost_phase", "lost_site_c")}
+            continue
+        for c in COUNT_COLUMNS:
+            acc[c] = (acc[c] or 0) + (r[c] or 0)
+        for c, pick in (("rpo_first_send_ts", min), ("lost_first_send_ts", min), ("first_send_ts", min),
+                        ("rpo_last_send_ts", max), ("lost_last_send_ts", max), ("last_recv_ts", max)):
+            values = [v for v in (acc[c], r[c]) if v is not None]
+            acc[c] = pick(values) if values else None
+    return list(merged.values())
+
+
+def _lost_per_switch(agg_rows: list[dict], switch_rows: list[tuple], dict_rows: list[dict]) -> dict:
+    """Per switch: messages accepted on its old site after the run's previous switch started and before it
+    started, never received (messages and first-to-last send seconds). Loss after a run's last switch belongs to
+    no switch (it still counts in the run's lost)."""
+    sites = {r["site_c"]: r["site"] for r in dict_rows if r.get("site_c") is not None}
+    by_run: dict[str, list[tuple]] = {}
+    for row in switch_rows:
+        by_run.setdefault(row[0], []).append(row)
+    out = {}
+    for run_id, rows in by_run.items():
+        for j, (_rid, switch_id, _start, old_site, _new) in enumerate(sorted(rows, key=lambda r: float(r[2]))):
+            hit = [r for r in agg_rows if r["run_id"] == run_id and r["lost_phase"] == j
+                   and sites.get(r["lost_site_c"]) == old_site]
+            firsts = [r["lost_first_send_ts"] for r in hit if r["lost_first_send_ts"] is not None]
+            lasts = [r["lost_last_send_ts"] for r in hit if r["lost_last_send_ts"] is not None]
+            out[(run_id, switch_id)] = {"rpo_messages_observed": sum(int(r["lost"] or 0) for r in hit),
+                                        "rpo_seconds_observed": (max(lasts) - min(firsts)) if firsts else 0.0}
+    return out
+
+
 def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple], switch_rows: list[tuple],
-              writer_rows: list[dict]) -> LedgerResult:
+              writer_rows: list[dict], pool: Executor | None = None) -> LedgerResult:
     """``writer_rows``: the reader's rows for ``writer_piggyback(switch_rows)``."""
     # Step 1 (already aggregated by the reader's pass): writers, the code dictionary (its strings decode
     # everything below) and the per-switch first receive and send rate.
-    dict_rows = _add_codes(spark, writer_rows)
-    _check_codes(dict_rows)
-    first_receive, send_rate = _per_switch(dict_rows, switch_rows)
+    # (with a pool: computed while the big aggregation below runs; it is needed only after it)
+    codes = pool.submit(_add_codes, spark, writer_rows) if pool is not None else None
+    dict_rows = _add_codes(spark, writer_rows) if codes is None else []
     runinfo = spark.createDataFrame(runinfo_rows, RUNINFO_DDL).select(
         "run_id", "cutoff_ts", _code("lost_site").alias("lost_site_c"))
 
@@ -310,9 +354,21 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
         F.min("first_recv_ts").alias("x_first_recv_ts"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     sums = [F.sum(c).cast("long").alias(c) for c in COUNT_COLUMNS]
-    rows = [r.asDict() for r in grouped.groupBy("run_id", "address_c").agg(
+    # Lost messages per switch, in the same small aggregate: a lost message belongs to the first switch of its
+    # run that started after its send (``_switch_keys``' phase), with the site it was accepted on.
+    lost_phase = F.when(F.col("x_status") == STATUSES.index("lost") + 1,
+                        _switch_keys(switch_rows, F.col("first_send_ts"))[0])
+    agg_rows = [r.asDict() for r in grouped.groupBy(
+        "run_id", "address_c", lost_phase.alias("lost_phase"),
+        F.when(lost_phase.isNotNull(), F.col("x_send_site_c")).alias("lost_site_c")).agg(
         *sums, *[F.min(c).alias(c) for c in ("rpo_first_send_ts", "lost_first_send_ts", "first_send_ts")],
         *[F.max(c).alias(c) for c in ("rpo_last_send_ts", "lost_last_send_ts", "last_recv_ts")]).collect()]
+    if codes is not None:
+        dict_rows = codes.result()
+    _check_codes(dict_rows)
+    first_receive, send_rate = _per_switch(dict_rows, switch_rows)
+    rows = _merge_counts(agg_rows)
+    switch_lost = _lost_per_switch(agg_rows, switch_rows, dict_rows)
 
     addresses = {r["address_c"]: r["address"] for r in dict_rows if r["address_c"] is not None}
     for r in rows:
@@ -354,4 +410,5 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
         send_rate=send_rate,
         writers=sorted(writers.values(), key=lambda d: tuple("" if v is None else str(v) for v in d.values())),
         persisted=grouped,
+        switch_lost=switch_lost,
     )

@@ -135,3 +135,45 @@ def test_per_switch_figures_from_the_writer_aggregate():
                      {"run_id": "r", "switch_id": "swapover#1", "first_recv_ts": 100.4}]
     assert rate == [{"run_id": "r", "switch_id": "failover@105", "client_send_rate": 3.0},
                     {"run_id": "r", "switch_id": "swapover#1", "client_send_rate": 4.0}]
+
+
+def test_lost_messages_per_switch_and_merged_counts():
+    from continuity_pipeline import reconcile
+
+    switches = [("r", "failover@105", 105.0, "dc2", "dc1"), ("r", "swapover#1", 100.0, "dc1", "dc2")]
+    dictionary = [{"site_c": 11, "site": "dc1"}, {"site_c": 22, "site": "dc2"}]
+    zero = dict.fromkeys(reconcile.COUNT_COLUMNS, 0)
+
+    def row(phase, site_c, lost, first, last, address_c=7):
+        return {**zero, "run_id": "r", "address_c": address_c, "lost_phase": phase, "lost_site_c": site_c,
+                "lost": lost, "sent_messages": lost, "lost_first_send_ts": first, "lost_last_send_ts": last,
+                "rpo_first_send_ts": None, "rpo_last_send_ts": None, "first_send_ts": first, "last_recv_ts": None}
+
+    rows = [row(None, None, 0, None, None) | {"sent_messages": 90, "first_send_ts": 50.0, "last_recv_ts": 120.0},
+            row(0, 11, 3, 98.0, 99.5),  # before the swapover, accepted on its old site dc1
+            row(0, 22, 1, 97.0, 97.0),  # before the swapover but on dc2: not the swapover's loss
+            row(1, 22, 2, 103.0, 104.0, address_c=8),  # between the starts on dc2: the failover's
+            row(2, 11, 4, 110.0, 111.0)]  # after the last switch: no switch's
+    per = reconcile._lost_per_switch(rows, switches, dictionary)
+    assert per[("r", "swapover#1")] == {"rpo_messages_observed": 3, "rpo_seconds_observed": 1.5}
+    assert per[("r", "failover@105")] == {"rpo_messages_observed": 2, "rpo_seconds_observed": 1.0}
+    merged = {r["address_c"]: r for r in reconcile._merge_counts(rows)}
+    assert merged[7]["lost"] == 8 and merged[7]["sent_messages"] == 98 and merged[8]["lost"] == 2
+    assert merged[7]["lost_first_send_ts"] == 97.0 and merged[7]["lost_last_send_ts"] == 111.0
+    assert merged[7]["first_send_ts"] == 50.0 and merged[7]["last_recv_ts"] == 120.0
+    assert "lost_phase" not in merged[7]
+
+
+def test_failback_that_keeps_the_clients_on_the_survivor_is_not_a_switch():
+    """After a failover to dc2, a failback that fences the returning dc1 (which restarts believing it is active)
+    and starts it passive leaves the clients on dc2: no switch, no RTO. Moving them back is the next swapover."""
+    incidents = [{"run_id": "r", "incident_ts": 5.0, "lost_site": "dc1", "survivor_site": "dc2"}]
+    phases = [
+        {"run_id": "r", "runbook": "failback", "phase": "fence-and-start", "start_ts": 20.0, "end_ts": 21.0,
+         "roles_before": {"dc1": "active", "dc2": "passive"}, "roles_after": {"dc1": "passive", "dc2": "active"}},
+        {"run_id": "r", "runbook": "swapover", "phase": "preflight", "start_ts": 30.0, "end_ts": 31.0,
+         "roles_before": {"dc1": "passive", "dc2": "active"}, "roles_after": {"dc1": "active", "dc2": "passive"}},
+    ]
+    sw = analysis.switches(phases, incidents)
+    assert [(s["switch_id"], s["old_site"], s["new_site"]) for s in sw] == [
+        ("failover@5.000", "dc1", "dc2"), ("swapover#1", "dc2", "dc1")]

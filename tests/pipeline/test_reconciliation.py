@@ -81,3 +81,20 @@ def test_summary_and_metrics_files(pipeline_result):
     assert 'continuity_run_duplicated_messages{run_id="t-failover",kind="distinct"} 5' in prom
     for line in prom.splitlines():
         assert line.startswith("#") or line.split(" ")[0].startswith("continuity_"), line
+
+
+def test_late_is_in_flight_at_the_cutoff_not_traffic_after_it(spark):
+    """Late = sent before the cutoff and first received after it; a message sent after the cutoff is ordinary."""
+    from continuity_pipeline import reconcile
+
+    sent, accepted = reconcile.SENT, reconcile.ACCEPTED
+    cols = "run_id string, msg_id string, f int, seq long, ev_ts double, address_c long, producer_c long, " \
+           "consumer_c long, site_c long"
+    ev = spark.createDataFrame([
+        ("r", "in-flight", sent | accepted, 1, 99.0, 1, 1, None, 1), ("r", "in-flight", 0, None, 101.0, 1, None, 5, 1),
+        ("r", "after", sent | accepted, 2, 102.0, 1, 1, None, 1), ("r", "after", 0, None, 102.5, 1, None, 5, 1),
+        ("r", "before", sent | accepted, 0, 98.0, 1, 1, None, 1), ("r", "before", 0, None, 98.5, 1, None, 5, 1),
+    ], cols)
+    runinfo = spark.createDataFrame([("r", 100.0, None)], "run_id string, cutoff_ts double, lost_site_c long")
+    late = {r["msg_id"]: r["late"] for r in reconcile.message_level(ev, runinfo).collect()}
+    assert late == {"in-flight": True, "after": False, "before": False}
