@@ -6,9 +6,12 @@ playbooks/initial_roles.yml (dc1 active, dc2 passive) with inventories/lab, wait
 `<root>/endpoints.json`. `down` stops everything `up` started, by pid. `status` prints what runs.
 
 Environment (the inventory reads the same variables): LAB_ROOT (build/lab), LAB_ARTEMIS_VERSION (2.44.0),
-LAB_PORT_BASE (20000, or `auto` for a free block), LAB_WAN_LATENCY_MS (0), LAB_DOWNLOAD_DIR (build/downloads).
+LAB_PORT_BASE (20000, or `auto` for a free block), LAB_WAN_LATENCY_MS (0), LAB_DOWNLOAD_DIR (build/downloads),
+LAB_TOPOLOGY (`two-site`, or `ha`: dc1 is a replicated primary/backup pair, inventories/lab/ha.yml, docs/ha.md).
 Per site (dc2 = +100): http base+161, client acceptor `artemis` (CORE,AMQP) base+616, mirror acceptor `mirror`
-(AMQP) base+617. WAN link into dc1: base+900, into dc2: base+901; their control endpoints base+910 / base+911.
+(AMQP) base+617, cluster acceptor (CORE, HA pairs only) base+618. WAN link into dc1: base+900, into dc2:
+base+901; their control endpoints base+910 / base+911. With LAB_TOPOLOGY=ha, dc1's backup `dc1-backup` has the
+ports of a third site (+200) and its own WAN link for dc2's mirror: base+902, control base+912.
 See docs/lab.md.
 """
 
@@ -32,15 +35,18 @@ from typing import Any
 from continuity_lab import wan
 
 REPO = Path(__file__).resolve().parents[2]
-INVENTORY = REPO / "inventories" / "lab" / "hosts.yml"
+INVENTORIES = {"two-site": REPO / "inventories" / "lab" / "hosts.yml", "ha": REPO / "inventories" / "lab" / "ha.yml"}
+INVENTORY = INVENTORIES["two-site"]
 SITES = ("dc1", "dc2")
+# LAB_TOPOLOGY=ha: the backup of each site named here (docs/ha.md); it takes the ports of the next site slot.
+HA_BACKUPS = {"dc1": "dc1-backup"}
 DEFAULT_VERSION = "2.44.0"
 # The lab inventory's credentials (inventories/lab/group_vars/artemis.yml): a lab, not a secret.
 ADMIN_USER, ADMIN_PASSWORD = "admin", "lab-admin-secret"
 MIRROR_USER, MIRROR_PASSWORD = "mirror", "lab-mirror-secret"
 ENDPOINTS_FORMAT = 2
 # Offsets inside a port block; the inventory computes the same numbers from LAB_PORT_BASE.
-HTTP, CLIENT, MIRROR, SITE_STEP, WAN_LISTEN, WAN_CONTROL = 161, 616, 617, 100, 900, 910
+HTTP, CLIENT, MIRROR, CLUSTER, SITE_STEP, WAN_LISTEN, WAN_CONTROL = 161, 616, 617, 618, 100, 900, 910
 
 
 @dataclass
@@ -59,6 +65,17 @@ class Plan:
     wan_listen: dict[str, int]  # target site -> port of the WAN link into it
     wan_control: dict[str, int]
     wan_latency_ms: float = 0.0  # initial one-way latency of both links (LAB_WAN_LATENCY_MS)
+    topology: str = "two-site"
+    # LAB_TOPOLOGY=ha: backup broker name -> (its site, its ports, the port of the WAN link into it, its control)
+    backups: dict[str, tuple[str, SitePorts, int, int]] | None = None
+
+    @property
+    def inventory(self) -> Path:
+        return INVENTORIES[self.topology]
+
+    def brokers(self) -> dict[str, SitePorts]:
+        """Every broker of the lab: the sites' (primary) brokers, then the backups."""
+        return {**self.sites, **{name: b[1] for name, b in (self.backups or {}).items()}}
 
 
 def _port_free(port: int) -> bool:
@@ -73,9 +90,9 @@ def _port_free(port: int) -> bool:
 
 
 def block_ports(base: int) -> list[int]:
-    ports = [base + off + SITE_STEP * i for i in range(len(SITES)) for off in (HTTP, CLIENT, MIRROR)]
-    return ports + [base + WAN_LISTEN + i for i in range(len(SITES))] + [base + WAN_CONTROL + i
-                                                                       for i in range(len(SITES))]
+    slots = len(SITES) + len(HA_BACKUPS)  # reserved whatever the topology: a block fits both
+    ports = [base + off + SITE_STEP * i for i in range(slots) for off in (HTTP, CLIENT, MIRROR, CLUSTER)]
+    return ports + [base + WAN_LISTEN + i for i in range(slots)] + [base + WAN_CONTROL + i for i in range(slots)]
 
 
 def free_port_base(lo: int = 21000, hi: int = 31500, tries: int = 60) -> int:
@@ -104,7 +121,18 @@ def make_plan(env: dict[str, str] | None = None) -> Plan:
              for i, s in enumerate(SITES)}
     listen = {s: base + WAN_LISTEN + i for i, s in enumerate(SITES)}
     ctl = {s: base + WAN_CONTROL + i for i, s in enumerate(SITES)}
-    return Plan(root, version, base, sites, listen, ctl, float(env.get("LAB_WAN_LATENCY_MS") or 0))
+    topology = env.get("LAB_TOPOLOGY") or "two-site"
+    if topology not in INVENTORIES:
+        raise SystemExit(f"LAB_TOPOLOGY={topology!r}: choose one of {', '.join(INVENTORIES)}")
+    backups = None
+    if topology == "ha":
+        backups = {}
+        for j, (site, name) in enumerate(HA_BACKUPS.items()):
+            slot = len(SITES) + j
+            backups[name] = (site, SitePorts(base + HTTP + SITE_STEP * slot, base + CLIENT + SITE_STEP * slot,
+                                             base + MIRROR + SITE_STEP * slot),
+                             base + WAN_LISTEN + slot, base + WAN_CONTROL + slot)
+    return Plan(root, version, base, sites, listen, ctl, float(env.get("LAB_WAN_LATENCY_MS") or 0), topology, backups)
 
 
 def peer(site: str) -> str:
@@ -114,7 +142,7 @@ def peer(site: str) -> str:
 def plan_env(plan: Plan) -> dict[str, str]:
     """What the inventory and Ansible need to deploy exactly this plan."""
     return {**os.environ, "LAB_ROOT": str(plan.root), "LAB_PORT_BASE": str(plan.base),
-            "LAB_ARTEMIS_VERSION": plan.version, "LAB_USE_WAN": "true",
+            "LAB_ARTEMIS_VERSION": plan.version, "LAB_USE_WAN": "true", "LAB_TOPOLOGY": plan.topology,
             "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
             "ANSIBLE_COLLECTIONS_PATH": str(REPO / "build" / "collections")}
 
@@ -173,8 +201,8 @@ def playbook(plan: Plan, name: str, timeout: float = 900) -> None:
     bin_dir = Path(sys.executable).parent
     log_path = plan.root / f"{Path(name).stem}.log"
     with open(log_path, "w") as log:
-        rc = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", str(INVENTORY), str(REPO / "playbooks" / name)],
-                            stdout=log, stderr=subprocess.STDOUT, env=plan_env(plan), cwd=REPO,
+        argv = [str(bin_dir / "ansible-playbook"), "-i", str(plan.inventory), str(REPO / "playbooks" / name)]
+        rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=plan_env(plan), cwd=REPO,
                             timeout=timeout).returncode
     if rc != 0:
         tail = "\n".join(log_path.read_text().splitlines()[-40:])
@@ -212,6 +240,22 @@ def start_wan(plan: Plan, state: dict[str, Any]) -> dict[str, Any]:
         wan_info[name] = {"from": source, "to": target, "listen": f"127.0.0.1:{plan.wan_listen[target]}",
                           "target": f"127.0.0.1:{plan.sites[target].mirror}",
                           "control_url": f"http://127.0.0.1:{plan.wan_control[target]}", "pid": proc.pid}
+    for backup, (site, ports, listen, control) in (plan.backups or {}).items():
+        # the peer's mirror reaches the backup through a link of its own (the second URI of the mirror's list)
+        source, name = peer(site), f"{peer(site)}-{backup}"
+        log = open(root / f"wan-{name}.log", "ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "continuity_lab.wan", "serve", "--name", name,
+             "--target", f"127.0.0.1:{ports.mirror}", "--listen", f"127.0.0.1:{listen}",
+             "--control", f"127.0.0.1:{control}", "--state-file", str(root / f"wan-{name}.json"),
+             "--latency", str(plan.wan_latency_ms)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        state["processes"].append({"kind": "wan", "name": name, "pid": proc.pid})
+        _save_state(root, state)
+        wan_info[name] = {"from": source, "to": backup, "listen": f"127.0.0.1:{listen}",
+                          "target": f"127.0.0.1:{ports.mirror}", "control_url": f"http://127.0.0.1:{control}",
+                          "pid": proc.pid, "standby": True}
     return wan_info
 
 
@@ -244,7 +288,24 @@ def describe(plan: Plan, state: dict[str, Any], wan_info: dict[str, Any], timeou
             "instance_dir": str(root / site),
             "pid": next(p["pid"] for p in state["processes"] if p["kind"] == "broker" and p["name"] == site),
         }
+    backups: dict[str, Any] = {}
+    for backup, (site, ports, _listen, _control) in (plan.backups or {}).items():
+        url = f"http://127.0.0.1:{ports.http}/console/jolokia"
+        bname = f'org.apache.activemq.artemis:broker="{backup}"'
+        client = _client(url)
+        # a backup answers Jolokia with Started=true, Backup=true; ReplicaSync once it copied the primary's journal
+        _wait(f"{backup} (backup of {site}) in sync", lambda c=client, b=bname: c.read(b, "ReplicaSync") is True,
+              timeout)
+        backups[backup] = {
+            "site": site, "broker_name": backup, "jolokia_url": url, "jolokia_origin": f"http://127.0.0.1:{ports.http}",
+            "amqp_url": f"amqp://127.0.0.1:{ports.client}",
+            "acceptors": {"artemis": ports.client, "mirror": ports.mirror},
+            "instance_dir": str(root / backup),
+            "pid": next(p["pid"] for p in state["processes"] if p["kind"] == "broker" and p["name"] == backup),
+        }
     for name, info in wan_info.items():
+        if info.get("standby"):
+            continue  # into a backup: carries the mirror only once the backup is live
         _wait(f"mirror connection through {name}",
               lambda i=info: wan.control(i["control_url"], "status")["connections"] >= 1, timeout)
     if versions.has(broker_version, "broker_connection_mbean"):
@@ -262,7 +323,9 @@ def describe(plan: Plan, state: dict[str, Any], wan_info: dict[str, Any], timeou
         "lab_root": str(root),
         "port_base": plan.base,
         "artemis_home": str(homes[-1]) if homes else "",
+        "topology": plan.topology,
         "sites": sites,
+        "backups": backups,
         "wan": wan_info,
     }
 
@@ -273,7 +336,7 @@ def register(plan: Plan, timeout: float = 120) -> dict[str, Any]:
     root = plan.root
     state = _load_state(root)
     state["processes"] = [p for p in state["processes"] if p["kind"] != "broker"]
-    for site in SITES:
+    for site in plan.brokers():
         pid_file = root / site / "data" / "artemis.pid"
         if not pid_file.exists():
             raise SystemExit(f"{site}: no broker pid at {pid_file}: did playbooks/deploy.yml run with LAB_ROOT={root}?")
@@ -335,7 +398,7 @@ def down(plan: Plan) -> list[str]:
         stopped.append(f"{proc['kind']} {proc['name']} (pid {pid})")
     # A broker restarted after `up` (a failback after the failover drill) has a pid the state file does not
     # know: its instance's pid file does.
-    for site in SITES:
+    for site in plan.brokers():
         try:
             pid = int((plan.root / site / "data" / "artemis.pid").read_text().strip())
         except (OSError, ValueError):

@@ -26,6 +26,9 @@ ACTIVE = "active"
 PASSIVE = "passive"
 MIXED = "mixed"  # some client acceptors started, some stopped: an interrupted switch
 UNREACHABLE = "unreachable"
+# An HA backup that is not live (docs/ha.md): it answers Jolokia but has no acceptors and serves nothing; its
+# site's role is read from the live broker of the pair. Only the broker.xml fence applies to it.
+STANDBY = "standby"
 
 # First version whose config reload applies acceptor changes (ARTEMIS-5609).
 ACCEPTOR_RELOAD_SINCE = (2, 43, 0)
@@ -34,6 +37,19 @@ AUTO_START_SINCE = (2, 16, 0)
 _ACCEPTOR_RE = re.compile(
     r'(?P<open><acceptor\b[^>]*\bname\s*=\s*"(?P<name>[^"]*)"[^>]*>)(?P<uri>[^<]*)(?P<close></acceptor>)'
 )
+
+
+def is_standby(snapshot):
+    """A reachable broker that is an HA backup and not live (Backup=true, Active not true)."""
+    reachable = bool(snapshot.get("reachable", True))
+    return reachable and snapshot.get("backup") is True and snapshot.get("active") is not True
+
+
+def ha_state(snapshot):
+    """The HA facts of a reachable broker: policy, backup, active (None when the broker could not be read)."""
+    if not snapshot.get("reachable", True):
+        return None
+    return {"policy": snapshot.get("ha_policy"), "backup": snapshot.get("backup"), "active": snapshot.get("active")}
 
 
 def derive_role(acceptor_started, client_acceptors):

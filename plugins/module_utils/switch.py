@@ -74,6 +74,8 @@ def role_of(snapshot: dict, client_acceptors: Sequence[str]) -> str:
     """Role of a site from its snapshot; ``unreachable`` when the broker could not be read."""
     if not snapshot.get("reachable", True):
         return site_role.UNREACHABLE
+    if site_role.is_standby(snapshot):
+        return site_role.STANDBY
     return site_role.derive_role(acceptor_states(snapshot), client_acceptors)
 
 

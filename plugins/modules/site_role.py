@@ -102,7 +102,11 @@ EXAMPLES = r'''
 
 RETURN = r'''
 role:
-  description: Role after the task (V(active), V(passive), V(mixed) for a half-done switch, V(unreachable)).
+  description:
+    - Role after the task (V(active), V(passive), V(mixed) for a half-done switch, V(unreachable), V(standby) for an
+      HA backup that is not live).
+    - A V(standby) backup has no acceptors; O(state=active) or O(state=passive) only write its O(broker_xml) fence
+      (and its continuity plugin's state file), which decide how it serves once it becomes live (docs/ha.md).
   returned: always
   type: str
   sample: passive
@@ -118,6 +122,17 @@ reachable:
   description: Whether Jolokia answered.
   returned: always
   type: bool
+live:
+  description:
+    - Whether this broker is the one serving its site -- reachable and not an HA backup standing by. The runbooks
+      describe a site with an HA pair by its live broker.
+  returned: always
+  type: bool
+ha:
+  description: HA facts of the broker (C(policy) as Artemis names it, C(backup), C(active)); null when unreachable.
+  returned: always
+  type: dict
+  sample: {policy: Replication Backup w/quorum voting, backup: true, active: false}
 version:
   description: Artemis version reported by the broker.
   returned: when reachable
@@ -176,11 +191,12 @@ def _plugin_role(snap):
     return (snap.get("continuity_plugin") or {}).get("site_role")
 
 
-def _persist_plugin_role(module, broker_xml, result):
-    """A broker that cannot be reached: write "passive" into its continuity plugin's state file (when its broker.xml
-    configures the plugin), so the guard starts passive, as autoStart=false keeps the client acceptors closed."""
+def _persist_plugin_role(module, broker_xml, result, role=roles.PASSIVE):
+    """A broker that cannot be reached, or an HA backup standing by: write ``role`` into its continuity plugin's
+    state file (when its broker.xml configures the plugin), so the guard starts in that role, as autoStart keeps
+    the client acceptors closed or opens them."""
     changed = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    done = continuity_plugin.persist_role(broker_xml, roles.PASSIVE, changed, module.check_mode)
+    done = continuity_plugin.persist_role(broker_xml, role, changed, module.check_mode)
     if done is not None:
         result["plugin_role"] = done["role"]
         result["plugin_state_file"] = done["path"]
@@ -224,8 +240,10 @@ def run_module(module):
     except jolokia.JolokiaError as exc:
         fail_on_error(module, exc, "reading the acceptors")
     plugin_before = _plugin_role(snap)
+    standby = roles.is_standby(snap)
     result.update(role_before=role_before, role=role_before, reachable=snap.get("reachable", True),
-                  plugin_role_before=plugin_before, plugin_role=plugin_before)
+                  plugin_role_before=plugin_before, plugin_role=plugin_before, ha=roles.ha_state(snap))
+    result["live"] = result["reachable"] and not standby
     if not result["reachable"]:
         result["error"] = snap.get("error")
     else:
@@ -245,6 +263,14 @@ def run_module(module):
                 result["changed"] = fence["changed"]
                 diff = fence
                 _persist_plugin_role(module, p["broker_xml"], result)
+        elif standby:
+            # An HA backup standing by has no acceptor to stop or start: the fence in its broker.xml (and its
+            # plugin's state file) decides whether it serves when it becomes live (docs/ha.md).
+            if p["state"] != "query" and p["broker_xml"]:
+                fence = switch.persist_fence(p["broker_xml"], acceptors, p["state"] == "active", module.check_mode)
+                result["changed"] = fence["changed"]
+                diff = fence
+                _persist_plugin_role(module, p["broker_xml"], result, p["state"])
         elif p["state"] == "passive":
             # switch.deactivate: the acceptors first (their clients are disconnected, the failure clients fail over
             # on), then the guard, which refuses clients that reach the site through an acceptor left open
@@ -264,7 +290,7 @@ def run_module(module):
                 result["method"] = done["method"]
             diff = done["fence"]
             result["role"] = roles.ACTIVE
-        if result["reachable"] and result["changed"] and not module.check_mode:
+        if result["reachable"] and not standby and result["changed"] and not module.check_mode:
             result["acceptors"] = switch.read_acceptors(site)
             result["role"] = roles.derive_role(result["acceptors"], acceptors)
         if p["broker_xml"]:

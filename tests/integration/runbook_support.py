@@ -25,13 +25,15 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 PY = VENV_BIN / "python"
 INVENTORY = ROOT / "inventories" / "lab" / "hosts.yml"
+# LAB_TOPOLOGY=ha (docs/ha.md): dc1 is a replicated pair, its backup dc1-backup on the third port slot.
+INVENTORIES = {"two-site": INVENTORY, "ha": ROOT / "inventories" / "lab" / "ha.yml"}
 COLLECTIONS = ROOT / "build" / "collections"
 ADMIN_USER, ADMIN_PASSWORD = "admin", "lab-admin-secret"
 CLIENT_ACCEPTOR = "artemis"
 SITES = ("dc1", "dc2")
 # Port offsets of the lab (docs/lab.md): the inventory computes the same numbers from LAB_PORT_BASE.
-HTTP_OFFSET = {"dc1": 161, "dc2": 261}
-CLIENT_OFFSET = {"dc1": 616, "dc2": 716}
+HTTP_OFFSET = {"dc1": 161, "dc2": 261, "dc1-backup": 361}
+CLIENT_OFFSET = {"dc1": 616, "dc2": 716, "dc1-backup": 816}
 WAN_CONTROL_OFFSET = {"dc2-dc1": 910, "dc1-dc2": 911}
 
 
@@ -64,12 +66,13 @@ class PlaybookRun:
 class Lab:
     """A private two-site lab (script mode: no Ansible for the set-up) plus the initial roles."""
 
-    def __init__(self, root: Path, base: int | None = None, version: str = "2.44.0"):
+    def __init__(self, root: Path, base: int | None = None, version: str = "2.44.0", topology: str = "two-site"):
         self.root = Path(root)
         self.base = base if base is not None else free_port_base()
         self.version = version
+        self.inventory = INVENTORIES[topology]
         self.env = {**os.environ, "LAB_ROOT": str(self.root), "LAB_PORT_BASE": str(self.base),
-                    "LAB_ARTEMIS_VERSION": version,
+                    "LAB_ARTEMIS_VERSION": version, "LAB_TOPOLOGY": topology,
                     "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
                     "PYTHONPATH": str(ROOT / "lab")}
         self.endpoints: dict = {}
@@ -197,7 +200,7 @@ class Lab:
     # ------------------------------------------------------------------ playbooks and modules
     def playbook(self, name: str, extra: dict | None = None, check: bool = False, timeout: float = 600,
                  evidence_dir: Path | None = None, run_id: str | None = None) -> PlaybookRun:
-        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY), str(ROOT / "playbooks" / name)]
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(ROOT / "playbooks" / name)]
         ev = dict(extra or {})
         if evidence_dir is not None:
             ev["continuity_evidence_dir"] = str(evidence_dir)
@@ -285,9 +288,11 @@ class Traffic:
     """The traffic tool in the background (`python -m continuity_traffic start/stop`), URLs of both sites."""
 
     def __init__(self, lab: Lab, evidence_dir: Path, run_id: str, name: str, address: str, producers: int = 2,
-                 consumers: int = 2, rate: float = 150, extra: list | None = None):
+                 consumers: int = 2, rate: float = 150, extra: list | None = None, urls: list | None = None):
+        """`urls`: the clients' failover list as SITE=URL (default: dc1's then dc2's client acceptor)."""
         self.lab, self.evidence_dir, self.run_id, self.name = lab, Path(evidence_dir), run_id, name
-        self.argv = ["--url", f"dc1={lab.amqp_url('dc1')}", "--url", f"dc2={lab.amqp_url('dc2')}",
+        urls = urls or [f"dc1={lab.amqp_url('dc1')}", f"dc2={lab.amqp_url('dc2')}"]
+        self.argv = [*(a for u in urls for a in ("--url", u)),
                      "--user", ADMIN_USER, "--address", address, "-P", str(producers), "-C", str(consumers),
                      "--rate", str(rate), "--evidence-dir", str(self.evidence_dir), "--run-id", run_id,
                      "--name", name, "--display", "log", "--heartbeat", "5", "--connect-timeout", "3",

@@ -21,7 +21,8 @@ def test_auto_base_gives_a_free_numeric_block_the_inventory_can_use() -> None:
     assert plan.base % 1000 == 0 and 21000 <= plan.base < 31500
     assert labctl.plan_env(plan)["LAB_PORT_BASE"] == str(plan.base)
     ports = labctl.block_ports(plan.base)
-    assert len(set(ports)) == len(ports) == 10
+    # 3 broker slots (dc1, dc2, an HA backup) x (http, client, mirror, cluster) + 3 WAN links x (listen, control)
+    assert len(set(ports)) == len(ports) == 18
 
 
 def test_inventory_offsets_match_the_plan() -> None:
@@ -51,3 +52,25 @@ def test_auto_base_is_kept_by_a_lab_root(tmp_path) -> None:
     labctl._save_state(tmp_path, {"processes": [], "port_base": first.base})
     again = labctl.make_plan({"LAB_ROOT": str(tmp_path), "LAB_PORT_BASE": "auto"})
     assert again.base == first.base
+
+
+def test_ha_topology_adds_dc1s_backup_on_the_third_slot_as_the_ha_inventory_says() -> None:
+    plan = labctl.make_plan({"LAB_ROOT": "/tmp/x", "LAB_PORT_BASE": "20000", "LAB_TOPOLOGY": "ha"})
+    site, ports, listen, control = plan.backups["dc1-backup"]
+    assert (site, ports.http, ports.client, ports.mirror, listen, control) == (
+        "dc1", 20361, 20816, 20817, 20902, 20912)
+    assert plan.inventory.name == "ha.yml" and list(plan.brokers()) == ["dc1", "dc2", "dc1-backup"]
+    inv = yaml.safe_load((REPO / "inventories/lab/ha.yml").read_text())["all"]["children"]["artemis"]
+    backup = inv["children"]["dc1"]["hosts"]["dc1-backup-artemis"]
+    assert backup["broker_name"] == "dc1-backup" and backup["broker_port_offset"] == 2 * labctl.SITE_STEP
+    assert f"+ {labctl.CLUSTER}" in inv["vars"]["broker_cluster_acceptor"]["port"]
+    dc2 = inv["children"]["dc2"]["hosts"]["dc2-artemis"]["mirror_peer_endpoints"]
+    assert f"+ {labctl.WAN_LISTEN})" in dc2 and f"+ {listen - plan.base})" in dc2
+    assert labctl.plan_env(plan)["LAB_TOPOLOGY"] == "ha"
+
+
+def test_unknown_topology_is_refused_with_the_choices() -> None:
+    import pytest
+
+    with pytest.raises(SystemExit, match="LAB_TOPOLOGY='three'.*two-site, ha"):
+        labctl.make_plan({"LAB_ROOT": "/tmp/x", "LAB_TOPOLOGY": "three"})

@@ -64,3 +64,25 @@ def test_persisted_role_of_the_sample_is_mixed():
 )
 def test_activation_method_by_version(version, method):
     assert site_role.activation_method(version) == method
+
+
+# --- HA (docs/ha.md): a backup standing by is not a site role ------------------------------------------------------
+def test_a_backup_that_is_not_live_is_standby_and_its_site_is_read_elsewhere():
+    from ansible_collections.continuity.artemis.plugins.module_utils import switch
+
+    standby = {"reachable": True, "backup": True, "active": False, "acceptors": {},
+               "ha_policy": "Replication Backup w/quorum voting"}
+    assert site_role.is_standby(standby) is True
+    # no acceptors on a standby backup: without the rule derive_role would raise on the missing client acceptor
+    assert switch.role_of(standby, ["artemis"]) == site_role.STANDBY
+    assert site_role.ha_state(standby) == {"policy": "Replication Backup w/quorum voting", "backup": True,
+                                           "active": False}
+
+
+@pytest.mark.parametrize("snapshot", [
+    {"reachable": True, "backup": False, "active": True},    # a primary, or a backup that took over
+    {"reachable": True, "backup": None, "active": True},     # no HA at all
+    {"reachable": False, "backup": True, "active": False},   # unknown: reported unreachable, not standby
+])
+def test_live_brokers_and_unreachable_ones_are_not_standby(snapshot):
+    assert site_role.is_standby(snapshot) is False
