@@ -39,7 +39,7 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
     os.makedirs(out, exist_ok=True)
     progress("stage 1/6 find evidence; runs, phases, incidents, ledger ends")
     prep = reader.prepare(spark, evidence)
-    small = prep.parsed is not None and sum(prep.files.sizes.values()) <= CACHE_INPUT_BYTES
+    small = prep.parsed is not None and reader.weighted_size(prep.files.sizes) <= CACHE_INPUT_BYTES
     restore = _small_input_conf(spark) if small else {}
     cached = small and _cache_small_input(prep)
     try:
@@ -155,8 +155,8 @@ def _run_rest(spark, out, cli_targets, progress, html, pool, prep, cached, ev, k
     return result
 
 
-# Evidence up to this many bytes (a rehearsal's: ~40 MiB per million ledger records as JSON lines) is parsed once
-# and kept in memory (spilling to disk) for the later passes; bigger input is re-read by each pass instead.
+# Evidence up to this many bytes as JSON lines (``reader.weighted_size``; ~400 MiB per million ledger records) is
+# parsed once and kept in memory (spilling to disk) for the later passes; bigger input is re-read by each pass.
 CACHE_INPUT_BYTES = 512 * 1024 * 1024
 
 
