@@ -36,8 +36,10 @@ for r in s.get("runs", []):
           f"duplicated {num(r.get('duplicated'))}, in doubt {num(r.get('in_doubt'))}, "
           f"RPO {num(r.get('rpo_messages_observed'))} msgs / {num(r.get('rpo_seconds_observed'), ' s')}")
 for w in s.get("switches", []):
+    checks = w.get("checks") or {}
     print(f"  {w.get('kind', '?'):<9} {w.get('switch_id')}: RTO observed {num(w.get('rto_seconds_observed'), ' s')}, "
-          f"estimated {num(w.get('rto_seconds_estimated'), ' s')}")
+          f"estimated {num(w.get('rto_seconds_estimated'), ' s')}, target {num(w.get('target_rto_seconds'), ' s')} "
+          f"({checks.get('rto_seconds', 'n/a')}); RPO {num(w.get('rpo_messages_observed'))} msgs")
 PY
 fi
 echo "report:   $evidence/$run_id/report/report.html"
