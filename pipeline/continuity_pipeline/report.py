@@ -352,8 +352,12 @@ def _switch_table(switches: list[dict]) -> str:
 
 def _verdict_text(result: dict) -> str:
     runs = result["runs"]
-    failed = [f"{r['run_id']}: {', '.join(k for k, v in (r.get('checks') or {}).items() if v == 'FAIL')}"
-              for r in runs if r["verdict"] == "FAIL"]
+    names = {"rpo_messages": "RPO in messages", "rpo_seconds": "RPO in seconds", "rto_seconds": "RTO"}
+    failed = []
+    for r in runs:
+        if r["verdict"] == "FAIL":
+            missed = [names[k] for k, v in (r.get("checks") or {}).items() if k in names and v == "FAIL"]
+            failed.append(f"{r['run_id']}: {', '.join(missed)}")
     if failed:
         return "missed target(s) — " + "; ".join(failed)
     if result["verdict"] == "PASS":

@@ -177,3 +177,15 @@ def test_failback_that_keeps_the_clients_on_the_survivor_is_not_a_switch():
     sw = analysis.switches(phases, incidents)
     assert [(s["switch_id"], s["old_site"], s["new_site"]) for s in sw] == [
         ("failover@5.000", "dc1", "dc2"), ("swapover#1", "dc2", "dc1")]
+
+
+def test_report_verdict_banner_names_the_missed_targets():
+    from continuity_pipeline import report
+
+    runs = [{"run_id": "r1", "verdict": "FAIL", "checks": {"overall": "FAIL", "rpo_messages": "FAIL",
+                                                           "rpo_seconds": "n/a", "rto_seconds": "FAIL"}},
+            {"run_id": "r2", "verdict": "PASS", "checks": {"overall": "PASS", "rto_seconds": "PASS"}}]
+    assert report._verdict_text({"verdict": "FAIL", "runs": runs, "switches": []}) == \
+        "missed target(s) — r1: RPO in messages, RTO"
+    assert report._verdict_text({"verdict": "PASS", "runs": runs[1:], "switches": [{}]}).startswith(
+        "every run met its RPO and RTO targets")
