@@ -53,6 +53,7 @@ class WanLink:
         self.name = name
         self.dirs = {d: _Direction() for d in DIRECTIONS}
         self.is_cut = False
+        self.target_up = True  # the target accepted the last probe (see _follow_target)
         self.accepted = 0
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
@@ -65,6 +66,7 @@ class WanLink:
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"wan-{self.name}", daemon=True)
         self._thread.start()
         self._call(self._listen)
+        self._call(self._start_watch)
         return self
 
     def stop(self) -> None:
@@ -110,6 +112,7 @@ class WanLink:
             "listen": f"{self.listen[0]}:{self.port}",
             "target": f"{self.target[0]}:{self.target[1]}",
             "cut": self.is_cut,
+            "target_up": self.target_up,
             "connections": len(self._pipes),
             "accepted": self.accepted,
             "latency_ms": {k: round(v.latency_s * 1000, 3) for k, v in self.dirs.items()},
@@ -140,9 +143,36 @@ class WanLink:
     async def _restore(self) -> None:
         if self.is_cut:
             self.is_cut = False
-            await self._listen()
+            if self.target_up:
+                await self._listen()
+
+    async def _follow_target(self, interval: float = 0.5) -> None:
+        """Listen only while the target accepts connections. A relay that accepted a client whose target is down
+        would hand the client a connection that opens and then drops, where a routed network refuses it; an
+        Artemis broker connection counts the first as a success and keeps retrying that URI (seen with an HA
+        peer: dc2's mirror stayed on dc1's standby backup), while a refusal makes it try the next URI."""
+        while True:
+            try:
+                _reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.target), timeout=2)
+                writer.close()
+                up = True
+            except (TimeoutError, OSError):
+                up = False
+            if up != self.target_up:
+                self.target_up = up
+                if not up and self._server is not None:
+                    self._server.close()  # new clients are refused; connections already piped end by themselves
+                    self._server = None
+                elif up and not self.is_cut and self._server is None:
+                    await self._listen()
+            await asyncio.sleep(interval)
+
+    async def _start_watch(self) -> None:
+        self._watch = asyncio.get_running_loop().create_task(self._follow_target())
 
     async def _shutdown(self) -> None:
+        if getattr(self, "_watch", None) is not None:
+            self._watch.cancel()
         await self._cut()
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -46,12 +46,35 @@ def _mirror_state(d):
     return "NOT CONNECTED"
 
 
-def _broker(d, role):
+def _broker(d, role, ha=None):
     if not d:  # no mirror read of this site: only its role says whether it answered
         return "UNREACHABLE" if role == "unreachable" else "-"
     if not d.get("reachable", True):
         return "UNREACHABLE"
-    return "up " + d["broker_version"] if d.get("broker_version") else "up"
+    text = "up " + d["broker_version"] if d.get("broker_version") else "up"
+    if ha:  # an HA pair: name the broker that serves the site
+        text = "%s %s%s" % (ha.get("live_broker"), text, " (backup)" if ha.get("takeover") else "")
+    return text
+
+
+def ha_lines(status):
+    """One line per site that is an HA pair (docs/ha.md): which broker serves it, the other's state, and whether a
+    site switch is needed (not when a backup took over: the site still serves and mirrors)."""
+    lines = []
+    for site, ha in sorted(((status or {}).get("ha") or {}).items()):
+        live, others = ha.get("live_broker"), ", ".join(ha.get("standby") or []) or None
+        down = ", ".join(ha.get("down") or []) or None
+        if ha.get("takeover"):
+            text = "%s: its backup %s serves (%s down): the site did not fail, no site switch needed" % (
+                site, live, down or "the primary")
+        else:
+            text = "%s: %s serves" % (site, live)
+            if others:
+                text += ", %s stands by" % others
+            if down:
+                text += ", %s does not answer (no backup now)" % down
+        lines.append(text)
+    return lines
 
 
 def status_rows(status):
@@ -74,7 +97,7 @@ def status_rows(status):
                 "site": site,
                 "role": _text(roles.get(site)),
                 "after_restart": _text(persisted.get(site)),
-                "broker": _broker(d, roles.get(site)),
+                "broker": _broker(d, roles.get(site), (status.get("ha") or {}).get(site)),
                 "peer": d.get("peer"),
                 "mirror": ("-> %s %s" % (d.get("peer"), _mirror_state(d))) if d else "-",
                 "backlog": d.get("backlog") if reachable else None,
@@ -117,5 +140,6 @@ def status_table(status, checks=None):
     for r in rows:
         if r["error"]:
             lines.append("%s: %s" % (r["site"], r["error"]))
+    lines.extend(ha_lines(status))
     lines.append(_sla_line(checks))
     return lines

@@ -58,6 +58,14 @@ options:
         O(broker_xml) the fence is written to the file anyway.
     type: bool
     default: false
+  persist_only:
+    description:
+      - Only write the role into O(broker_xml) (C(autoStart) of the client acceptors) and into the continuity
+        plugin's state file when that broker.xml configures the plugin; the broker is not read or changed over
+        Jolokia. For the other broker of an HA pair (docs/ha.md), which takes the role from these files when it
+        becomes live -- also while it is down. Needs O(broker_xml) and O(state=active) or O(state=passive).
+    type: bool
+    default: false
   wait_timeout:
     description:
       - Seconds to wait for the acceptors to start after a configuration reload (Artemis 2.43+).
@@ -218,6 +226,7 @@ def module_kwargs():
         state=dict(type="str", choices=["query", "active", "passive"], default="query"),
         broker_xml=dict(type="path"),
         allow_unreachable=dict(type="bool", default=False),
+        persist_only=dict(type="bool", default=False),
         wait_timeout=dict(type="float", default=30.0),
     )
     return dict(argument_spec=spec, supports_check_mode=True)
@@ -231,6 +240,8 @@ def run_module(module):
     site = switch.Site(p.get("broker_name") or "site", collector_from_params(p), acceptors, p["broker_xml"])
     result = dict(changed=False)
     diff = None
+    if p["persist_only"]:
+        _persist_only(module, result)
 
     try:
         snap = site.snapshot_or_unreachable()
@@ -306,6 +317,26 @@ def run_module(module):
     if module._diff and diff and diff["changed"]:
         result["diff"] = dict(before=diff["before"], after=diff["after"],
                               before_header=diff["path"], after_header=diff["path"])
+    module.exit_json(**result)
+
+
+def _persist_only(module, result):
+    """persist_only: the role in broker.xml and the plugin's state file, nothing over Jolokia."""
+    p = module.params
+    if p["state"] == "query" or not p["broker_xml"]:
+        module.fail_json(msg="persist_only needs broker_xml and state=active or state=passive (got state=%s, "
+                             "broker_xml=%s)" % (p["state"], p["broker_xml"]))
+    try:
+        fence = switch.persist_fence(p["broker_xml"], p["client_acceptors"], p["state"] == "active", module.check_mode)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="broker.xml %s: %s" % (p["broker_xml"], exc))
+    result.update(changed=fence["changed"], role=None, role_before=None, reachable=None, live=None, ha=None,
+                  plugin_role=None, plugin_role_before=None,
+                  persisted_role=roles.persisted_role(fence["after"], p["client_acceptors"]))
+    _persist_plugin_role(module, p["broker_xml"], result, p["state"])
+    if module._diff and fence["changed"]:
+        result["diff"] = dict(before=fence["before"], after=fence["after"], before_header=fence["path"],
+                              after_header=fence["path"])
     module.exit_json(**result)
 
 

@@ -72,5 +72,5 @@ def test_ha_topology_adds_dc1s_backup_on_the_third_slot_as_the_ha_inventory_says
 def test_unknown_topology_is_refused_with_the_choices() -> None:
     import pytest
 
-    with pytest.raises(SystemExit, match="LAB_TOPOLOGY='three'.*two-site, ha"):
+    with pytest.raises(SystemExit, match=r"LAB_TOPOLOGY='three'.*two-site, ha"):
         labctl.make_plan({"LAB_ROOT": "/tmp/x", "LAB_TOPOLOGY": "three"})

@@ -143,3 +143,30 @@ def test_cli_serve_and_ctl(echo: int, tmp_path: object) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_target_that_is_down_is_refused_through_the_link_and_served_again_when_back() -> None:
+    """As across a routed network: a client of a link whose broker is down gets a refusal, not a connection that
+    opens and drops (an Artemis broker connection would keep retrying that URI instead of its next one)."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.close()  # nothing listens on `port`: the target is down
+    wan = WanLink(("127.0.0.1", port)).start()
+    try:
+        assert wait_for(lambda: wan.status()["target_up"] is False, timeout=5)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", wan.port), timeout=2)
+        back = socket.socket()
+        back.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        back.bind(("127.0.0.1", port))
+        back.listen()
+        try:
+            assert wait_for(lambda: wan.status()["target_up"] is True, timeout=5)
+            c = socket.create_connection(("127.0.0.1", wan.port), timeout=2)
+            c.close()
+        finally:
+            back.close()
+    finally:
+        wan.stop()

@@ -129,3 +129,35 @@ def test_every_module_has_its_in_process_action():
     folder = Path(__file__).resolve().parents[4] / "plugins" / "modules"
     modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
     assert modules == set(ACTIONS)
+
+
+BROKER_XML = """<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core"><acceptors>
+<acceptor name="artemis">tcp://127.0.0.1:61616?protocols=CORE,AMQP</acceptor>
+<acceptor name="mirror">tcp://127.0.0.1:61617?protocols=AMQP</acceptor>
+</acceptors></core></configuration>
+"""
+
+
+def test_site_role_persist_only_writes_the_fence_of_a_broker_that_is_down(tmp_path):
+    """The other broker of an HA pair (docs/ha.md): its file follows the site's role, nothing over Jolokia (the
+    URL answers nothing here)."""
+    from ansible_collections.continuity.artemis.plugins.action.site_role import ActionModule
+
+    xml = tmp_path / "broker.xml"
+    xml.write_text(BROKER_XML)
+    args = {"url": "http://127.0.0.1:1/console/jolokia", "client_acceptors": ["artemis"], "broker_xml": str(xml),
+            "state": "passive", "persist_only": True}
+    result = make(ActionModule, args).run(task_vars={})
+    assert result["changed"] is True and result["persisted_role"] == "passive" and not result.get("failed")
+    assert "autoStart=false" in xml.read_text() and "61617?protocols=AMQP<" in xml.read_text()
+    again = make(ActionModule, {**args, "state": "active"}).run(task_vars={})
+    assert again["changed"] is True and again["persisted_role"] == "active"
+
+
+def test_site_role_persist_only_needs_a_file_and_a_role():
+    from ansible_collections.continuity.artemis.plugins.action.site_role import ActionModule
+
+    result = make(ActionModule, {"url": "http://127.0.0.1:1/console/jolokia", "client_acceptors": ["artemis"],
+                                 "persist_only": True}).run(task_vars={})
+    assert result["failed"] is True
+    assert "persist_only needs broker_xml and state=active or state=passive" in result["msg"]

@@ -96,3 +96,25 @@ def test_filters_are_registered():
     assert filters["status_table"] is status_table
     assert filters["status_rows"] is status_rows
     assert filters["roles_text"] is roles_text
+
+
+def test_a_site_served_by_its_backup_needs_no_site_switch():
+    status = dict(HEALTHY, ha={"dc1": {"live_broker": "dc1-backup", "takeover": True, "standby": [],
+                                       "down": ["dc1"]}})
+    lines = status_table(status, OK_CHECKS)
+    dc1 = next(line for line in lines if line.startswith("dc1 "))
+    assert "dc1-backup up 2.44.0 (backup)" in dc1
+    assert "dc1: its backup dc1-backup serves (dc1 down): the site did not fail, no site switch needed" in lines
+    assert lines[-1] == "SLA: ok (2 checks)"
+
+
+def test_a_pair_in_order_names_the_live_broker_and_the_one_standing_by():
+    status = dict(HEALTHY, ha={"dc1": {"live_broker": "dc1", "takeover": False, "standby": ["dc1-backup"],
+                                       "down": []}})
+    lines = status_table(status, OK_CHECKS)
+    assert "dc1: dc1 serves, dc1-backup stands by" in lines
+    broken = dict(HEALTHY, ha={"dc1": {"live_broker": "dc1", "takeover": False, "standby": [],
+                                       "down": ["dc1-backup"]}})
+    assert "dc1: dc1 serves, dc1-backup does not answer (no backup now)" in status_table(broken, OK_CHECKS)
+    # single-broker sites say nothing more
+    assert not any("serves" in line for line in status_table(HEALTHY, OK_CHECKS))
