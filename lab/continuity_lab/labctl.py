@@ -220,42 +220,35 @@ def up(plan: Plan, timeout: float = 900) -> dict[str, Any]:
     return register(plan)
 
 
+def _start_link(plan: Plan, state: dict[str, Any], source: str, target: str, target_port: int, listen: int,
+                control: int) -> dict[str, Any]:
+    """One WAN link process: `source`'s mirror into `target` (a site's broker or an HA backup) goes through it."""
+    name = f"{source}-{target}"
+    log = open(plan.root / f"wan-{name}.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "continuity_lab.wan", "serve", "--name", name,
+         "--target", f"127.0.0.1:{target_port}", "--listen", f"127.0.0.1:{listen}",
+         "--control", f"127.0.0.1:{control}", "--state-file", str(plan.root / f"wan-{name}.json"),
+         "--latency", str(plan.wan_latency_ms)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    state["processes"].append({"kind": "wan", "name": name, "pid": proc.pid})
+    _save_state(plan.root, state)
+    return {"from": source, "to": target, "listen": f"127.0.0.1:{listen}", "target": f"127.0.0.1:{target_port}",
+            "control_url": f"http://127.0.0.1:{control}", "pid": proc.pid}
+
+
 def start_wan(plan: Plan, state: dict[str, Any]) -> dict[str, Any]:
-    """Start one WAN link per direction (the mirror of `source` into `target` goes through it)."""
-    root = plan.root
+    """Start one WAN link per direction, and one into each HA backup (the second URI of the peer's mirror)."""
     wan_info: dict[str, Any] = {}
     for target in SITES:
-        source = peer(target)
-        name = f"{source}-{target}"
-        log = open(root / f"wan-{name}.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "continuity_lab.wan", "serve", "--name", name,
-             "--target", f"127.0.0.1:{plan.sites[target].mirror}", "--listen", f"127.0.0.1:{plan.wan_listen[target]}",
-             "--control", f"127.0.0.1:{plan.wan_control[target]}", "--state-file", str(root / f"wan-{name}.json"),
-             "--latency", str(plan.wan_latency_ms)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-        state["processes"].append({"kind": "wan", "name": name, "pid": proc.pid})
-        _save_state(root, state)
-        wan_info[name] = {"from": source, "to": target, "listen": f"127.0.0.1:{plan.wan_listen[target]}",
-                          "target": f"127.0.0.1:{plan.sites[target].mirror}",
-                          "control_url": f"http://127.0.0.1:{plan.wan_control[target]}", "pid": proc.pid}
+        link = _start_link(plan, state, peer(target), target, plan.sites[target].mirror, plan.wan_listen[target],
+                           plan.wan_control[target])
+        wan_info[f"{link['from']}-{target}"] = link
     for backup, (site, ports, listen, control) in (plan.backups or {}).items():
-        # the peer's mirror reaches the backup through a link of its own (the second URI of the mirror's list)
-        source, name = peer(site), f"{peer(site)}-{backup}"
-        log = open(root / f"wan-{name}.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "continuity_lab.wan", "serve", "--name", name,
-             "--target", f"127.0.0.1:{ports.mirror}", "--listen", f"127.0.0.1:{listen}",
-             "--control", f"127.0.0.1:{control}", "--state-file", str(root / f"wan-{name}.json"),
-             "--latency", str(plan.wan_latency_ms)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-        state["processes"].append({"kind": "wan", "name": name, "pid": proc.pid})
-        _save_state(root, state)
-        wan_info[name] = {"from": source, "to": backup, "listen": f"127.0.0.1:{listen}",
-                          "target": f"127.0.0.1:{ports.mirror}", "control_url": f"http://127.0.0.1:{control}",
-                          "pid": proc.pid, "standby": True}
+        link = _start_link(plan, state, peer(site), backup, ports.mirror, listen, control)
+        # carries the mirror only once the backup is live
+        wan_info[f"{link['from']}-{backup}"] = {**link, "standby": True}
     return wan_info
 
 

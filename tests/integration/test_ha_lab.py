@@ -53,6 +53,16 @@ def until(predicate, timeout: float, interval: float = 0.05) -> float | None:
     return None
 
 
+def ha_traffic(lab: Lab, evidence_dir, name: str, rate: float) -> tuple[Traffic, str]:
+    """The traffic tool with the clients' failover list an HA site gives them: dc1's primary, its backup, dc2."""
+    run_id = f"{name}-{uuid.uuid4().hex[:8]}"
+    urls = [f"dc1={lab.amqp_url('dc1')}", f"dc1={lab.amqp_url(BACKUP)}", f"dc2={lab.amqp_url('dc2')}"]
+    traffic = Traffic(lab, evidence_dir, run_id, name, address=f"{name}.orders", producers=4, consumers=4, rate=rate,
+                      urls=urls)
+    traffic.start(wait=60)
+    return traffic, run_id
+
+
 def snf_backlog(lab: Lab, broker: str) -> int | None:
     mbean = objectname.queue(broker, MIRROR_SNF, MIRROR_SNF, "multicast")
     return read(lab, broker, mbean, "MessageCount")
@@ -70,11 +80,7 @@ def test_the_pair_is_deployed_replicating_and_the_backup_stands_by(lab):
 
 
 def test_kill_of_the_primary_under_load_backup_serves_mirror_resumes_nothing_lost(lab, tmp_path):
-    run_id = f"ha-{uuid.uuid4().hex[:8]}"
-    urls = [f"dc1={lab.amqp_url('dc1')}", f"dc1={lab.amqp_url(BACKUP)}", f"dc2={lab.amqp_url('dc2')}"]
-    traffic = Traffic(lab, tmp_path, run_id, "ha", address="ha.orders", producers=4, consumers=4, rate=1000,
-                      urls=urls)
-    traffic.start(wait=60)
+    traffic, run_id = ha_traffic(lab, tmp_path, "ha", 1000)
     try:
         assert traffic.wait_received(3000, timeout=90, site="dc1"), traffic.status()
         pid = lab.broker_pid("dc1")
@@ -93,6 +99,11 @@ def test_kill_of_the_primary_under_load_backup_serves_mirror_resumes_nothing_los
         # the backlog the primary left drains through the backup's mirror (the traffic goes on meanwhile)
         drained = until(lambda: (snf_backlog(lab, BACKUP) or 0) < 500, 120, 0.2)
         assert drained is not None, f"mirror backlog on the backup stays at {snf_backlog(lab, BACKUP)}"
+        # what the operator reads: dc1 is still the active site, served by its backup, no site switch needed
+        status = lab.playbook("status.yml", evidence_dir=tmp_path)
+        assert "dc1: its backup dc1-backup serves (dc1 down): the site did not fail, no site switch needed" \
+            in status.text, status.tail()
+        assert "dc1-backup up" in status.text, status.tail()
     finally:
         traffic.stop()
     rec = reconcile(traffic.run_dir, "ha", run_id)
@@ -117,11 +128,7 @@ def persisted(lab: Lab, broker: str) -> str:
 
 def test_swapover_there_and_back_while_dc1_runs_on_its_backup(lab, tmp_path):
     """The runbook describes dc1 by its live broker (the backup); the dead primary's fence follows in its file."""
-    run_id = f"ha-swap-{uuid.uuid4().hex[:8]}"
-    urls = [f"dc1={lab.amqp_url('dc1')}", f"dc1={lab.amqp_url(BACKUP)}", f"dc2={lab.amqp_url('dc2')}"]
-    traffic = Traffic(lab, tmp_path, run_id, "haswap", address="ha.swap", producers=4, consumers=4, rate=500,
-                      urls=urls)
-    traffic.start(wait=60)
+    traffic, run_id = ha_traffic(lab, tmp_path, "haswap", 500)
     try:
         assert traffic.wait_received(1000, timeout=90, site="dc1"), traffic.status()
         there = lab.playbook("swapover.yml", {"continuity_to_site": "dc2"}, evidence_dir=tmp_path)
