@@ -118,3 +118,11 @@ def test_a_pair_in_order_names_the_live_broker_and_the_one_standing_by():
     assert "dc1: dc1 serves, dc1-backup does not answer (no backup now)" in status_table(broken, OK_CHECKS)
     # single-broker sites say nothing more
     assert not any("serves" in line for line in status_table(HEALTHY, OK_CHECKS))
+
+
+def test_a_pair_with_no_broker_serving_says_the_site_is_down():
+    status = dict(HEALTHY, ha={"dc2": {"live_broker": "dc2", "serving": False, "takeover": False, "standby": [],
+                                       "down": ["dc2-backup"]}})
+    lines = status_table(status, OK_CHECKS)
+    assert "dc2: no broker of the pair serves (dc2, dc2-backup): the site is down, see the failover runbook" in lines
+    assert not any(line.startswith("dc2: dc2 serves") for line in lines)
