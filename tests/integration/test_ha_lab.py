@@ -9,6 +9,7 @@ back and the backup hands the site back to it (allow-failback). The times are pr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import time
 import uuid
 
 import pytest
-from runbook_support import Lab, Traffic, reconcile
+from runbook_support import Lab, Traffic, read_jsonl, reconcile
 
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname, site_role
 
@@ -162,3 +163,47 @@ def test_the_primary_comes_back_and_the_backup_hands_the_site_back(lab):
     assert mirrors is not None
     print(f"\nfailback inside dc1: primary live {back:.1f} s after its start, backup standing by again, both "
           f"mirrors connected {time.monotonic() - t0:.1f} s after the start")
+
+
+def test_rehearsal_with_the_ha_drill(lab, tmp_path):
+    """rehearsal.yml with continuity_rehearsal_ha_drill: swapover there and back, then the home site's serving broker
+    is killed and the pair takes over with no site switch, then it comes back; the pipeline judges the run."""
+    run = lab.playbook("rehearsal.yml", {"continuity_rehearsal_ha_drill": True,
+                                         "continuity_rehearsal_confirm_failover_drill": "lab",
+                                         "continuity_rehearsal_traffic_seconds": 3,
+                                         "continuity_rehearsal_agent": False},
+                       evidence_dir=tmp_path, run_id="ha-rehearsal", timeout=900)
+    assert run.rc == 0, run.tail(80)
+    phases = {p["phase"]: p for p in read_jsonl(tmp_path / "ha-rehearsal" / "phases.jsonl")
+              if p.get("runbook") == "rehearsal"}
+    takeover, back = phases["ha-takeover"], phases["ha-failback"]
+    assert takeover["decision"] == "pass" and takeover["data"]["killed"] == "dc1"
+    assert takeover["data"]["live"] == BACKUP and back["data"]["live"] == "dc1"
+    summary = json.loads((tmp_path / "ha-rehearsal" / "report" / "summary.json").read_text())
+    print(f"\nrehearsal with the HA drill: {run.wall:.0f} s, backup live "
+          f"{takeover['data']['live_after_seconds']:.2f} s after the kill, mirrors "
+          f"{takeover['data']['mirrors_after_seconds']:.2f} s; verdict {summary.get('verdict')}")
+    assert summary["runs"][0]["lost"] == 0, summary["runs"]
+
+
+def test_loss_of_the_whole_ha_site_fails_over_and_fences_both_brokers_of_the_pair(lab, tmp_path):
+    """dc1 loses both brokers (kill -9 of the pair): failover.yml makes dc2 serve and writes the fence into the
+    broker.xml of both dc1 brokers, the one that describes the site and the other of the pair (tasks/pair_roles.yml),
+    so neither comes back serving next to dc2."""
+    traffic, run_id = ha_traffic(lab, tmp_path, "haloss", 300)
+    try:
+        assert traffic.wait_received(600, timeout=90, site="dc1"), traffic.status()
+        for broker in (BACKUP, "dc1"):
+            os.kill(lab.broker_pid(broker), signal.SIGKILL)
+        t_kill = time.time()
+        run = lab.playbook("failover.yml", {"continuity_lost_site": "dc1", "continuity_incident_ts": t_kill},
+                           evidence_dir=tmp_path)
+        assert run.rc == 0, run.tail()
+        assert read(lab, "dc2", objectname.acceptor("dc2", "artemis"), "Started") is True
+        assert persisted(lab, "dc1") == "passive" and persisted(lab, BACKUP) == "passive"
+        assert traffic.wait_received(600, timeout=90, site="dc2"), traffic.status()
+    finally:
+        traffic.stop()
+    summary = reconcile(traffic.run_dir, "haloss", run_id).summary()
+    print(f"\nloss of the HA site dc1 (both brokers killed) at 300 msg/s: failover.yml {run.wall:.1f} s; {summary}")
+    assert summary["accepted_by_site"].get("dc2", 0) > 0, summary
