@@ -66,7 +66,7 @@ def ha_lines(status):
         down = ", ".join(ha.get("down") or []) or None
         if ha.get("serving") is False:
             text = "%s: no broker of the pair serves (%s): the site is down, see the failover runbook" % (
-                site, ", ".join([live] + list(ha.get("standby") or []) + list(ha.get("down") or [])))
+                site, ", ".join([live, *(ha.get("standby") or []), *(ha.get("down") or [])]))
         elif ha.get("takeover"):
             text = "%s: its backup %s serves (%s down): the site did not fail, no site switch needed" % (
                 site, live, down or "the primary")
