@@ -157,6 +157,8 @@ def _duckdb(d: str, sql: str, note: str) -> dict:
 
     con = duckdb.connect()
     con.execute("SET threads TO 2")
+    # DuckDB spills to ./.tmp by default: keep it out of the checkout (a galaxy build reading the tree broke on it)
+    con.execute(f"SET temp_directory = '{os.path.join(d, 'duckdb-spill')}'")
     t = time.monotonic()
     rows = con.execute(sql.format(d=d)).fetchall()
     wall = time.monotonic() - t
