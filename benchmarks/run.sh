@@ -15,7 +15,7 @@ declare -A cmd=(
   [agent]="benchmarks/agent_bench.py --mode replay --queues 1000"
   [traffic]="benchmarks/traffic_max_rate.py --seconds 20"
   [pipeline]="benchmarks/pipeline_bench.py --events 10000000"
-  [pipeline_100m]="benchmarks/pipeline_bench.py --events 100000000 --engines spark,spark-core,duckdb"
+  [pipeline_100m]="benchmarks/pipeline_bench.py --events 100000000 --engines spark,spark-core,duckdb,duckdb-fixed"
 )
 order=(wan_mirror jolokia runbooks agent traffic pipeline pipeline_100m)
 IFS=, read -r -a wanted <<< "${BENCH:-$(IFS=,; echo "${order[*]}")}"
