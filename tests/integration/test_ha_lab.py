@@ -207,3 +207,19 @@ def test_loss_of_the_whole_ha_site_fails_over_and_fences_both_brokers_of_the_pai
     summary = reconcile(traffic.run_dir, "haloss", run_id).summary()
     print(f"\nloss of the HA site dc1 (both brokers killed) at 300 msg/s: failover.yml {run.wall:.1f} s; {summary}")
     assert summary["accepted_by_site"].get("dc2", 0) > 0, summary
+
+
+def test_failback_brings_the_whole_pair_back_passive_then_hands_the_site_back(lab, tmp_path):
+    """After the loss of the HA site: failback.yml starts the broker that describes dc1 and the other broker of the
+    pair (both passive), lets them catch up, and hands the active role back; dc1 serves from its primary again with
+    the backup in sync, dc2 is passive."""
+    run = lab.playbook("failback.yml", {"continuity_returning_site": "dc1", "continuity_failback_handover": True},
+                       evidence_dir=tmp_path, timeout=900)
+    assert run.rc == 0, run.tail(80)
+    primary, backup = objectname.broker("dc1"), objectname.broker(BACKUP)
+    assert read(lab, "dc1", primary, "Active") is True
+    assert until(lambda: read(lab, BACKUP, backup, "ReplicaSync") is True, 60, 0.5) is not None
+    assert read(lab, "dc1", objectname.acceptor("dc1", "artemis"), "Started") is True
+    assert read(lab, "dc2", objectname.acceptor("dc2", "artemis"), "Started") is False
+    assert (persisted(lab, "dc1"), persisted(lab, BACKUP), persisted(lab, "dc2")) == ("active", "active", "passive")
+    print(f"\nfailback onto the HA site dc1 (both brokers started by the runbook) with handover: {run.wall:.1f} s")
