@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.continuity.artemis.plugins.module_utils.site_role import pair_state
 from ansible_collections.continuity.artemis.plugins.module_utils.status_report import (
     roles_text,
     status_rows,
@@ -52,7 +53,19 @@ def agent_site(site):
             "broker_name": s.get("broker_name"), "client_acceptors": list(s.get("client_acceptors") or [])}
 
 
+def ha_pair(brokers):
+    """A site's brokers (``[{"broker": name, "state": the site_role module's result}]``, inventory order) as
+    ``site_role.pair_state`` describes the pair: live broker, takeover, standing by, down, site switch needed.
+    A host that could not be reached (no ``reachable`` in its result) is down."""
+    facts = []
+    for b in brokers or []:
+        state = dict((b or {}).get("state") or {})
+        facts.append({"broker": (b or {}).get("broker"), "reachable": state.get("reachable") is True,
+                      "live": state.get("live") is True, "role": state.get("role"), "ha": state.get("ha")})
+    return pair_state(facts)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"status_line": status_line, "check_line": check_line, "agent_site": agent_site,
+        return {"status_line": status_line, "check_line": check_line, "agent_site": agent_site, "ha_pair": ha_pair,
                 "status_table": status_table, "status_rows": status_rows, "roles_text": roles_text}

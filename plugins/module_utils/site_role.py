@@ -46,10 +46,60 @@ def is_standby(snapshot):
 
 
 def ha_state(snapshot):
-    """The HA facts of a reachable broker: policy, backup, active (None when the broker could not be read)."""
+    """The HA facts of a reachable broker: policy, backup, active, replica_sync (None when it could not be read).
+
+    ``replica_sync`` is Artemis' ``ReplicaSync``: on a backup, true once it holds a full copy of its primary's
+    journal; on a live broker of a pair, true while its backup is synchronised (None when it was not read)."""
     if not snapshot.get("reachable", True):
         return None
-    return {"policy": snapshot.get("ha_policy"), "backup": snapshot.get("backup"), "active": snapshot.get("active")}
+    return {"policy": snapshot.get("ha_policy"), "backup": snapshot.get("backup"), "active": snapshot.get("active"),
+            "replica_sync": snapshot.get("replica_sync")}
+
+
+def broker_facts(broker, snapshot):
+    """One broker of a site as :func:`pair_state` reads it, from a site_state snapshot (reachable or not): the same
+    facts the site_role module returns (``reachable``, ``live`` = reachable and not standing by, ``role`` standby,
+    ``ha``)."""
+    snapshot = snapshot or {}
+    reachable = bool(snapshot.get("reachable", True))
+    standby = is_standby(snapshot)
+    return {"broker": broker, "reachable": reachable, "live": reachable and not standby,
+            "role": STANDBY if standby else None, "ha": ha_state(snapshot)}
+
+
+def took_over(ha):
+    """A live broker whose HA policy is a backup's: the backup of its pair that took over from the primary."""
+    return "Backup" in str((ha or {}).get("policy") or "")
+
+
+def pair_state(brokers):
+    """Which broker serves a site with several brokers (an HA pair, docs/ha.md), and whether the site needs a
+    site switch.
+
+    ``brokers``: the site's brokers in inventory order (primary first), each ``{"broker": name, "reachable": bool,
+    "live": bool, "role": ..., "ha": {...}}`` (the site_role module's result, or :func:`broker_facts`). The live
+    broker is the first one that is live, else the first one listed (the runbooks describe the site by the same
+    broker). ``serving``: that broker is live; ``takeover``: it is a backup that took over (the site did not fail);
+    ``standby``: the others standing by (``in_sync``: their ReplicaSync, None when unknown); ``down``: the others
+    that did not answer; ``switch_needed``: no broker of the site serves.
+    """
+    brokers = [b or {} for b in (brokers or [])]
+    if not brokers:
+        return None
+    live_index = next((i for i, b in enumerate(brokers) if b.get("live") is True), 0)
+    live = brokers[live_index]
+    others = [b for i, b in enumerate(brokers) if i != live_index]
+    serving = live.get("live") is True
+    standby = [b for b in others if b.get("reachable") is True and b.get("role") == STANDBY]
+    return {
+        "live_broker": live.get("broker"),
+        "serving": serving,
+        "takeover": serving and took_over(live.get("ha")),
+        "standby": [b.get("broker") for b in standby],
+        "in_sync": {b.get("broker"): (b.get("ha") or {}).get("replica_sync") for b in standby},
+        "down": [b.get("broker") for b in others if b.get("reachable") is not True],
+        "switch_needed": not serving,
+    }
 
 
 def derive_role(acceptor_started, client_acceptors):

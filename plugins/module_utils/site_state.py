@@ -38,8 +38,9 @@ from ansible_collections.continuity.artemis.plugins.module_utils import objectna
 from ansible_collections.continuity.artemis.plugins.module_utils import versions
 
 #: Broker attributes present in every supported release (2.30+): safe in one list read.
-BROKER_ATTRS = ("Name", "Version", "NodeID", "Active", "Started", "Backup", "HAPolicy", "Uptime", "UptimeMillis",
-                "ConnectionCount", "TotalMessageCount", "TotalConsumerCount", "AddressNames", "QueueNames")
+BROKER_ATTRS = ("Name", "Version", "NodeID", "Active", "Started", "Backup", "HAPolicy", "ReplicaSync", "Uptime",
+                "UptimeMillis", "ConnectionCount", "TotalMessageCount", "TotalConsumerCount", "AddressNames",
+                "QueueNames")
 QUEUE_ATTRS = ("MessageCount", "DeliveringCount", "ConsumerCount", "MessagesAdded", "MessagesAcknowledged",
                "Paused", "PersistedPause", "FirstMessageAge", "FirstMessageTimestamp", "InternalQueue",
                "Temporary", "Durable")
@@ -306,6 +307,7 @@ def parse_snapshot(broker_name: str, results: Dict[str, j.Result], ts: float, ur
         "started": _opt_bool(battrs.get("Started")),
         "backup": _opt_bool(battrs.get("Backup")),
         "ha_policy": battrs.get("HAPolicy"),
+        "replica_sync": _opt_bool(battrs.get("ReplicaSync")),
         "uptime": battrs.get("Uptime"),
         "uptime_millis": battrs.get("UptimeMillis"),
         "connection_count": battrs.get("ConnectionCount"),

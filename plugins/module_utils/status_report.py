@@ -74,6 +74,11 @@ def ha_lines(status):
             text = "%s: %s serves" % (site, live)
             if others:
                 text += ", %s stands by" % others
+                sync = ha.get("in_sync") or {}
+                if any(v is False for v in sync.values()):  # ReplicaSync false: not a full copy yet
+                    text += " (not in sync: %s)" % ", ".join(b for b, v in sorted(sync.items()) if v is False)
+                elif sync and all(v is True for v in sync.values()):
+                    text += " in sync"
             if down:
                 text += ", %s does not answer (no backup now)" % down
         lines.append(text)

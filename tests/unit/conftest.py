@@ -135,7 +135,7 @@ class FakeArtemis:
 
     def _broker_value(self) -> dict:
         v = {"Name": self.name, "Version": self.version, "Started": True, "Active": True, "Backup": False,
-             "NodeID": "node-" + self.name, "HAPolicy": "Primary Only", "Uptime": "1 hour",
+             "NodeID": "node-" + self.name, "HAPolicy": "Primary Only", "ReplicaSync": False, "Uptime": "1 hour",
              "UptimeMillis": 3_600_000, "Status": json.dumps({"configuration": {"alder32": "1"}}),
              "AddressNames": sorted(self.addresses), "QueueNames": sorted(q["Name"] for q in self.queues),
              "ConnectionCount": 1, "TotalMessageCount": sum(int(q.get("MessageCount", 0)) for q in self.queues),

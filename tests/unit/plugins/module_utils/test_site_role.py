@@ -76,7 +76,7 @@ def test_a_backup_that_is_not_live_is_standby_and_its_site_is_read_elsewhere():
     # no acceptors on a standby backup: without the rule derive_role would raise on the missing client acceptor
     assert switch.role_of(standby, ["artemis"]) == site_role.STANDBY
     assert site_role.ha_state(standby) == {"policy": "Replication Backup w/quorum voting", "backup": True,
-                                           "active": False}
+                                           "active": False, "replica_sync": None}
 
 
 @pytest.mark.parametrize("snapshot", [
@@ -86,3 +86,61 @@ def test_a_backup_that_is_not_live_is_standby_and_its_site_is_read_elsewhere():
 ])
 def test_live_brokers_and_unreachable_ones_are_not_standby(snapshot):
     assert site_role.is_standby(snapshot) is False
+
+
+# --- pair_state: the one rule status.yml (filter ha_pair) and the agent use for a site with several brokers --------
+PRIMARY_LIVE = {"reachable": True, "backup": False, "active": True, "ha_policy": "Replication Primary w/quorum voting",
+                "replica_sync": True}
+BACKUP_STANDING_BY = {"reachable": True, "backup": True, "active": False,
+                      "ha_policy": "Replication Backup w/quorum voting", "replica_sync": True}
+BACKUP_LIVE = {"reachable": True, "backup": False, "active": True, "ha_policy": "Replication Backup w/quorum voting",
+               "replica_sync": False}
+DOWN = {"reachable": False, "error": "connection refused"}
+
+
+def _pair(*snaps):
+    return site_role.pair_state([site_role.broker_facts(name, snap)
+                                 for name, snap in zip(("dc1", "dc1-backup", "dc1-third"), snaps)])
+
+
+def test_a_pair_in_order_is_served_by_its_primary_and_the_backup_stands_by_in_sync():
+    assert _pair(PRIMARY_LIVE, BACKUP_STANDING_BY) == {
+        "live_broker": "dc1", "serving": True, "takeover": False, "standby": ["dc1-backup"],
+        "in_sync": {"dc1-backup": True}, "down": [], "switch_needed": False}
+
+
+def test_a_backup_that_took_over_serves_the_site_and_no_switch_is_needed():
+    state = _pair(DOWN, BACKUP_LIVE)
+    assert state["live_broker"] == "dc1-backup" and state["serving"] and state["takeover"]
+    assert state["down"] == ["dc1"] and state["standby"] == [] and state["switch_needed"] is False
+
+
+def test_a_pair_where_nothing_serves_needs_a_site_switch():
+    # both down: described by the first broker listed (as the runbooks do), not serving
+    assert _pair(DOWN, DOWN) == {"live_broker": "dc1", "serving": False, "takeover": False, "standby": [],
+                                 "in_sync": {}, "down": ["dc1-backup"], "switch_needed": True}
+    # the primary dead and its backup still standing by (not yet voted live): nothing serves either
+    state = _pair(DOWN, BACKUP_STANDING_BY)
+    assert state["serving"] is False and state["switch_needed"] is True
+    assert state["standby"] == ["dc1-backup"] and state["live_broker"] == "dc1"
+
+
+def test_a_backup_not_yet_in_sync_is_reported_and_unknown_sync_stays_unknown():
+    assert _pair(PRIMARY_LIVE, dict(BACKUP_STANDING_BY, replica_sync=False))["in_sync"] == {"dc1-backup": False}
+    assert _pair(PRIMARY_LIVE, dict(BACKUP_STANDING_BY, replica_sync=None))["in_sync"] == {"dc1-backup": None}
+
+
+def test_a_primary_that_came_back_live_is_not_a_takeover_and_an_empty_site_has_no_pair():
+    # allow-failback: the primary is live again, the backup went back to standing by
+    # the live broker is the first LIVE one, wherever it is listed
+    assert _pair(BACKUP_STANDING_BY, PRIMARY_LIVE)["live_broker"] == "dc1-backup"
+    state = _pair(PRIMARY_LIVE, BACKUP_STANDING_BY, DOWN)
+    assert state["takeover"] is False and state["down"] == ["dc1-third"]
+    assert site_role.pair_state([]) is None
+
+
+def test_broker_facts_match_the_site_role_module_result():
+    assert site_role.broker_facts("dc1", DOWN) == {"broker": "dc1", "reachable": False, "live": False, "role": None,
+                                                   "ha": None}
+    facts = site_role.broker_facts("dc1-backup", BACKUP_STANDING_BY)
+    assert facts["live"] is False and facts["role"] == site_role.STANDBY and facts["ha"]["replica_sync"] is True

@@ -126,3 +126,32 @@ def test_a_pair_with_no_broker_serving_says_the_site_is_down():
     lines = status_table(status, OK_CHECKS)
     assert "dc2: no broker of the pair serves (dc2, dc2-backup): the site is down, see the failover runbook" in lines
     assert not any(line.startswith("dc2: dc2 serves") for line in lines)
+
+
+def test_the_backup_standing_by_is_said_in_sync_or_not_only_when_known():
+    def line(in_sync):
+        ha = {"dc1": {"live_broker": "dc1", "takeover": False, "standby": ["dc1-backup"], "down": [],
+                      "in_sync": in_sync}}
+        return next(x for x in status_table(dict(HEALTHY, ha=ha), OK_CHECKS) if x.startswith("dc1: "))
+
+    assert line({"dc1-backup": True}) == "dc1: dc1 serves, dc1-backup stands by in sync"
+    assert line({"dc1-backup": False}) == "dc1: dc1 serves, dc1-backup stands by (not in sync: dc1-backup)"
+    assert line({"dc1-backup": None}) == "dc1: dc1 serves, dc1-backup stands by"
+
+
+def test_the_ha_pair_filter_reads_site_role_results_like_status_yml_did():
+    from ansible_collections.continuity.artemis.plugins.filter.continuity import ha_pair
+
+    backup_live = {"role": "active", "reachable": True, "live": True,
+                   "ha": {"policy": "Replication Backup w/quorum voting", "backup": False, "active": True}}
+    # a host Ansible could not reach has no `reachable` in its result: it is down
+    state = ha_pair([{"broker": "dc1", "state": {"unreachable": True}}, {"broker": "dc1-backup", "state": backup_live}])
+    assert state["live_broker"] == "dc1-backup" and state["takeover"] and state["down"] == ["dc1"]
+    assert state["switch_needed"] is False
+    standby = {"role": "standby", "reachable": True, "live": False,
+               "ha": {"policy": "Replication Backup w/quorum voting", "backup": True, "active": False,
+                      "replica_sync": True}}
+    both_unreadable = ha_pair([{"broker": "dc1", "state": {"reachable": False}}, {"broker": "dc1-backup", "state": standby}])
+    assert both_unreadable["serving"] is False and both_unreadable["switch_needed"] is True
+    assert both_unreadable["standby"] == ["dc1-backup"] and both_unreadable["in_sync"] == {"dc1-backup": True}
+    assert "no broker of the pair serves" in " ".join(status_table(dict(HEALTHY, ha={"dc1": both_unreadable}), OK_CHECKS))
