@@ -58,13 +58,27 @@ class AmqpSettings:
 
 
 @dataclass(frozen=True)
-class SiteSettings:
+class BrokerSettings:
+    """One broker of a site with several brokers (an HA pair, docs/ha.md)."""
+
     name: str
     jolokia: JolokiaSettings
+
+
+@dataclass(frozen=True)
+class SiteSettings:
+    name: str
+    jolokia: JolokiaSettings        # with ``brokers``: the first one's (the primary)
     peer: str
-    broker_name: str | None = None
+    broker_name: str | None = None  # with ``brokers``: the first one's
     client_acceptors: tuple[str, ...] = ()
     amqp: AmqpSettings | None = None
+    brokers: tuple[BrokerSettings, ...] = ()   # empty for a single-broker site (``jolokia`` + ``broker_name``)
+
+    @property
+    def is_pair(self) -> bool:
+        """The site lists several brokers: the agent reads each and takes the site's state from the live one."""
+        return len(self.brokers) > 1
 
 
 @dataclass(frozen=True)
@@ -218,6 +232,29 @@ def _origin(jraw: dict, jkey: str) -> str | None:
     return value
 
 
+def _jolokia(jraw: Any, jkey: str) -> JolokiaSettings:
+    if not isinstance(jraw, dict):
+        raise ConfigError(jkey, "required: a mapping with at least 'url'")
+    _unknown(jraw, ("url", "username", "password", "origin", "validate_certs", "ca_path", "timeout"), jkey)
+    url = _get(jraw, "url", jkey, "str")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ConfigError(jkey + ".url", "must be http(s)://host:port/console/jolokia")
+    if "@" in url.split("//", 1)[1].split("/", 1)[0]:
+        raise ConfigError(jkey + ".url", "must not carry credentials: use username/password")
+    username = _get(jraw, "username", jkey, "str", None)
+    password = jraw.get("password")
+    if password is not None and not isinstance(password, str):
+        raise ConfigError(jkey + ".password", "must be a string")  # the value itself is never shown
+    if username and password is None:
+        raise ConfigError(jkey + ".password", "required when username is set")
+    return JolokiaSettings(
+        url=url, username=username, password=password,
+        origin=_origin(jraw, jkey),
+        validate_certs=_get(jraw, "validate_certs", jkey, "bool", True),
+        ca_path=_get(jraw, "ca_path", jkey, "str", None),
+        timeout=_get(jraw, "timeout", jkey, "float", 5.0, minimum=0.1))
+
+
 # ------------------------------------------------------------------------------------------------- parsing
 def parse(data: Any) -> AgentConfig:
     """Validate a decoded configuration document and return :class:`AgentConfig`."""
@@ -235,29 +272,31 @@ def parse(data: Any) -> AgentConfig:
         if not isinstance(name, str) or not SITE_NAME_RE.match(name):
             raise ConfigError(key, "site names use letters, digits, '.', '_' and '-' (max 64)")
         raw = _mapping(sites_raw[name], key)
-        _unknown(raw, ("jolokia", "peer", "broker_name", "client_acceptors", "amqp"), key)
-        jraw = raw.get("jolokia")
-        if not isinstance(jraw, dict):
-            raise ConfigError(key + ".jolokia", "required: a mapping with at least 'url'")
-        jkey = key + ".jolokia"
-        _unknown(jraw, ("url", "username", "password", "origin", "validate_certs", "ca_path", "timeout"), jkey)
-        url = _get(jraw, "url", jkey, "str")
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise ConfigError(jkey + ".url", "must be http(s)://host:port/console/jolokia")
-        if "@" in url.split("//", 1)[1].split("/", 1)[0]:
-            raise ConfigError(jkey + ".url", "must not carry credentials: use username/password")
-        username = _get(jraw, "username", jkey, "str", None)
-        password = jraw.get("password")
-        if password is not None and not isinstance(password, str):
-            raise ConfigError(jkey + ".password", "must be a string")  # the value itself is never shown
-        if username and password is None:
-            raise ConfigError(jkey + ".password", "required when username is set")
-        jolokia = JolokiaSettings(
-            url=url, username=username, password=password,
-            origin=_origin(jraw, jkey),
-            validate_certs=_get(jraw, "validate_certs", jkey, "bool", True),
-            ca_path=_get(jraw, "ca_path", jkey, "str", None),
-            timeout=_get(jraw, "timeout", jkey, "float", 5.0, minimum=0.1))
+        _unknown(raw, ("jolokia", "peer", "broker_name", "client_acceptors", "amqp", "brokers"), key)
+        brokers: tuple[BrokerSettings, ...] = ()
+        if raw.get("brokers") is not None:
+            for other in ("jolokia", "broker_name"):
+                if raw.get(other) is not None:
+                    raise ConfigError(f"{key}.{other}", "give either brokers (a site with several brokers) or "
+                                                        "jolokia/broker_name (one broker), not both")
+            blist = raw["brokers"]
+            if not isinstance(blist, list) or not blist:
+                raise ConfigError(key + ".brokers", "must be a list of {broker_name, jolokia} (primary first)")
+            parsed = []
+            for i, braw in enumerate(blist):
+                bkey = f"{key}.brokers[{i}]"
+                braw = _mapping(braw, bkey)
+                _unknown(braw, ("broker_name", "jolokia"), bkey)
+                parsed.append(BrokerSettings(name=_get(braw, "broker_name", bkey, "str"),
+                                             jolokia=_jolokia(braw.get("jolokia"), bkey + ".jolokia")))
+            seen = [b.name for b in parsed]
+            if len(set(seen)) != len(seen):
+                raise ConfigError(key + ".brokers", "broker names must be unique (label broker of the metrics)")
+            brokers = tuple(parsed)
+            jolokia, broker_name = brokers[0].jolokia, brokers[0].name
+        else:
+            jolokia = _jolokia(raw.get("jolokia"), key + ".jolokia")
+            broker_name = _get(raw, "broker_name", key, "str", None)
         peer_default = None
         if len(names) == 2:
             peer_default = names[1] if name == names[0] else names[0]
@@ -268,10 +307,9 @@ def parse(data: Any) -> AgentConfig:
             raise ConfigError(key + ".peer", "{!r} is not a configured site (sites: {})".format(peer, ", ".join(names)))
         if peer == name:
             raise ConfigError(key + ".peer", "a site cannot be its own peer")
-        sites[name] = SiteSettings(name=name, jolokia=jolokia, peer=peer,
-                                   broker_name=_get(raw, "broker_name", key, "str", None),
+        sites[name] = SiteSettings(name=name, jolokia=jolokia, peer=peer, broker_name=broker_name,
                                    client_acceptors=_get(raw, "client_acceptors", key, "list", ()),
-                                   amqp=_amqp(raw.get("amqp"), key + ".amqp"))
+                                   amqp=_amqp(raw.get("amqp"), key + ".amqp"), brokers=brokers)
 
     listen_raw = _mapping(data.get("listen"), "listen")
     _unknown(listen_raw, ("address", "port", "enabled"), "listen")
@@ -356,7 +394,7 @@ def load(path: str) -> AgentConfig:
         mode = os.stat(path).st_mode & 0o077
     except OSError:
         mode = 0
-    if mode and any(s.jolokia.password for s in cfg.sites.values()):
+    if mode and any(j.password for s in cfg.sites.values() for j in (s.jolokia, *(b.jolokia for b in s.brokers))):
         import logging
 
         logging.getLogger("continuity_agent").warning(

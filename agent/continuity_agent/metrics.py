@@ -50,6 +50,22 @@ METRICS: tuple[Metric, ...] = (
     Metric("continuity_site_consumers_on_passive", "gauge", "bool", SITE,
            "1 when the site is passive and has consumers (mirrored acks may be dropped: double delivery)"),
     Metric("continuity_site_queues", "gauge", "queues", SITE, "Queues seen on the site at the last sample"),
+    Metric("continuity_site_switch_needed", "gauge", "bool", SITE,
+           "1 when no broker of the site serves (one broker: it cannot be read; an HA pair: none is live), 0 while "
+           "the site is served, also by a backup that took over"),
+    # --- sites with several brokers (an HA pair, docs/ha.md): one series per broker of the site
+    Metric("continuity_site_live_broker", "gauge", "bool", ("site", "broker"),
+           "1 for the broker that serves the site (the live one of its HA pair), 0 for the others"),
+    Metric("continuity_site_ha_takeover", "gauge", "bool", SITE,
+           "1 when the site is served by a backup that took over from its primary (no site switch needed, no "
+           "redundancy left until the primary is back)"),
+    Metric("continuity_broker_up", "gauge", "bool", ("site", "broker"),
+           "1 when the broker of the site answered Jolokia at the last sample"),
+    Metric("continuity_broker_ha_backup", "gauge", "bool", ("site", "broker"),
+           "Artemis Backup of the broker: 1 while it stands by as a backup replicating its live broker, 0 once live"),
+    Metric("continuity_broker_ha_replica_sync", "gauge", "bool", ("site", "broker"),
+           "Artemis ReplicaSync: on a backup, 1 once it holds a full copy of its live broker's journal; on a live "
+           "broker, 1 while its backup is synchronised"),
     Metric("continuity_site_sample_errors_total", "counter", "samples", SITE,
            "Samples of the site that failed (unreachable, refused credentials, not Jolokia)"),
     # --- mirror directions
@@ -238,6 +254,16 @@ class AgentCollector(Collector):
                 add("continuity_site_client_consumers", s, v.client_consumers)
                 add("continuity_site_consumers_on_passive", s, _b(v.consumers_on_passive))
                 add("continuity_site_queues", s, v.queue_count)
+                add("continuity_site_switch_needed", s, _b(v.switch_needed))
+                if v.ha:
+                    add("continuity_site_ha_takeover", s, _b(v.ha["takeover"]))
+                    for b in v.ha["brokers"]:
+                        k = (name, b.broker)
+                        serving = v.ha["serving"] and b.broker == v.ha["live_broker"]
+                        add("continuity_site_live_broker", k, _b(serving))
+                        add("continuity_broker_up", k, _b(b.up))
+                        add("continuity_broker_ha_backup", k, _b(b.backup))
+                        add("continuity_broker_ha_replica_sync", k, _b(b.replica_sync))
                 if v.reachable:
                     _add_plugin(add, name, v.plugin)
             for d in cycle.directions:

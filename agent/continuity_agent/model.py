@@ -41,6 +41,21 @@ class SiteView:
     queue_count: int | None = None
     plugin: dict | None = None       # the continuity plugin's values (site_state "continuity_plugin"); None = absent
     notes: list[str] = field(default_factory=list)
+    switch_needed: bool = False      # no broker of the site serves (site_role.pair_state; one broker: unreadable)
+    ha: dict | None = None           # a site with several brokers: site_role.pair_state + "brokers" (BrokerView)
+
+
+@dataclass
+class BrokerView:
+    """One broker of a site with several brokers (an HA pair, docs/ha.md), as the last sample read it."""
+
+    broker: str
+    up: bool                        # answered Jolokia
+    live: bool                      # serves (reachable and not a backup standing by)
+    backup: bool | None = None      # Artemis Backup: true while it stands by as a backup (false once live)
+    replica_sync: bool | None = None  # Artemis ReplicaSync (None = not read)
+    ha_policy: str | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -95,6 +110,35 @@ def site_role_of(snapshot: dict, client_acceptors: tuple[str, ...]) -> tuple[str
         return site_role.derive_role(started, list(client_acceptors)), None
     except ValueError as exc:
         return UNKNOWN_ROLE, f"role unknown: {exc}"
+
+
+def select_live(site: str, brokers: list[tuple[str, dict]]) -> tuple[dict, dict]:
+    """The snapshot a site with several brokers is read from, and its pair state, from every broker's snapshot
+    (inventory order, primary first).
+
+    The live broker is chosen by the collection's one rule (``site_role.pair_state``, also behind status.yml).
+    When no broker of the site serves (all down, or a backup still standing by), the site is unreachable for
+    the model, exactly like a lost single-broker site: its mirrors keep their last known backlog and RPO.
+    """
+    facts = [site_role.broker_facts(name, snap) for name, snap in brokers]
+    state = site_role.pair_state(facts)
+    snaps = dict(brokers)
+    views = [BrokerView(broker=f["broker"], up=f["reachable"], live=f["live"],
+                        backup=snap.get("backup") if f["reachable"] else None,
+                        replica_sync=snap.get("replica_sync") if f["reachable"] else None,
+                        ha_policy=snap.get("ha_policy") if f["reachable"] else None,
+                        error=None if f["reachable"] else snap.get("error"))
+             for f, (_name, snap) in zip(facts, brokers)]
+    state = dict(state, brokers=views)
+    if state["serving"]:
+        return snaps[state["live_broker"]], state
+    parts = [f"{v.broker} down ({v.error or 'unreadable'})" if not v.up else f"{v.broker} stands by"
+             for v in views]
+    error = "no broker of the site serves: " + ", ".join(parts)
+    first = snaps[state["live_broker"]]
+    ts = max(float(snap.get("ts") or 0.0) for _n, snap in brokers)
+    snap = site_state.unreachable(site, first.get("url"), state["live_broker"], RuntimeError(error), ts)
+    return snap, state
 
 
 def sla_breaches(values: dict[str, Any], sla: SlaSettings, stale: bool = False) -> dict[str, bool]:
@@ -163,6 +207,7 @@ class Sampler:
             elif role in (site_role.ACTIVE, site_role.MIXED):
                 view.consumers_on_passive = False
         view.last_success_ts = self.last_success.get(name)
+        view.switch_needed = not view.reachable  # one broker: the rule of pair_state with a pair of one
         return view
 
     # ---- per direction
@@ -197,6 +242,8 @@ class Sampler:
         cmp = self.cfg.comparison
         disc = self._disconnected_for(name, snap, now)
         prev = self.previous.get(name)
+        if prev is not None and prev.get("broker") != snap.get("broker"):
+            prev = None  # another broker of the pair serves now: its counters are not the previous one's
         out = []
         names = site_state.mirror_connections(snap)
         for conn_name in names:
@@ -265,8 +312,20 @@ class Sampler:
         return out
 
     def step(self, snapshots: dict[str, dict], now: float, overhead: float = 0.0,
-             overhead_source: str = "config") -> Cycle:
+             overhead_source: str = "config", pairs: dict[str, list[tuple[str, dict]]] | None = None) -> Cycle:
+        """One cycle. ``snapshots``: one per single-broker site; ``pairs``: every broker's snapshot (inventory
+        order) of each site with several brokers, read through its live broker (:func:`select_live`)."""
+        snapshots = dict(snapshots)
+        states = {}
+        for name, brokers in (pairs or {}).items():
+            snapshots[name], states[name] = select_live(name, brokers)
         views = {name: self._site_view(name, snapshots[name]) for name in self.cfg.sites}
+        for name, state in states.items():
+            views[name].ha = state
+            views[name].switch_needed = bool(state["switch_needed"])
+            if state["takeover"]:
+                views[name].notes.append("served by its backup %s (%s down): the site did not fail, no site switch "
+                                         "needed" % (state["live_broker"], ", ".join(state["down"]) or "the primary"))
         directions: list[DirectionView] = []
         for name, settings in self.cfg.sites.items():
             snap = snapshots[name]

@@ -40,25 +40,37 @@ class Agent:
         self.clock = clock
         # retries=1: a keep-alive connection the broker closed (restart) is retried once at once; anything
         # longer is left to the next cycle so one dead site never stretches a cycle.
+        # One client and collector per site, and per broker of a site with several brokers (key "site/broker").
         self.clients = clients or {
-            name: jolokia.client_from_options(s.jolokia.as_options(), retries=1, backoff=0.05)
-            for name, s in cfg.sites.items()}
-        self.collectors = {name: site_state.SiteCollector(self.clients[name], s.broker_name, site=name,
-                                                          clock=clock)
-                           for name, s in cfg.sites.items()}
+            key: jolokia.client_from_options(jol.as_options(), retries=1, backoff=0.05)
+            for key, jol, _broker in self._endpoints()}
+        self.collectors = {key: site_state.SiteCollector(self.clients[key], broker, site=key.split("/", 1)[0],
+                                                         clock=clock)
+                           for key, _jol, broker in self._endpoints()}
         self.sampler = Sampler(cfg)
         self.overhead = OverheadSource(cfg.rto.overhead_seconds, cfg.rto.evidence_dir, cfg.rto.summary_file)
         self.collector = AgentCollector(cfg.interval, cfg.sla.targets())
         self.registry = make_registry(self.collector)
         self.outputs = Outputs(cfg.evidence.dir, cfg.evidence.run_id, cfg.evidence.max_bytes,
                                cfg.evidence.keep_files, cfg.state_dir)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(cfg.sites)), thread_name_prefix="sample")
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.collectors)), thread_name_prefix="sample")
         self.last_cycle: Cycle | None = None
         self.last_cycle_monotonic: float | None = None
         self._was_reachable: dict[str, bool] = {}
         self.canaries: CanaryRunner | None = None
         if cfg.canaries.enabled:
             self.canaries = CanaryRunner(cfg, self._role_of, cfg.evidence.run_id, self._canary_result)
+
+    def _endpoints(self) -> list[tuple[str, Any, str | None]]:
+        """(collector key, Jolokia settings, broker name): the site name for a single broker, "site/broker" for
+        each broker of a site with several."""
+        out: list[tuple[str, Any, str | None]] = []
+        for name, s in self.cfg.sites.items():
+            if s.is_pair:
+                out.extend((f"{name}/{b.name}", b.jolokia, b.name) for b in s.brokers)
+            else:
+                out.append((name, s.jolokia, s.broker_name))
+        return out
 
     def _role_of(self, site: str) -> str | None:
         cycle = self.last_cycle
@@ -72,22 +84,26 @@ class Agent:
             except OSError as exc:
                 LOG.error("cannot write canary evidence: %s", exc)
 
-    def _collect(self, name: str) -> dict:
-        col = self.collectors[name]
+    def _collect(self, key: str) -> dict:
+        col = self.collectors[key]
+        name = col.site
         try:
             return col.collect()
         except jolokia.JolokiaError as exc:
             return site_state.unreachable(name, col.client.url, col.broker_name, exc, self.clock())
         except Exception as exc:  # a parsing bug must not stop the monitoring of the other site
-            LOG.exception("sampling site %s failed unexpectedly", name)
+            LOG.exception("sampling %s failed unexpectedly", key)
             return site_state.unreachable(name, col.client.url, col.broker_name, exc, self.clock())
 
     def sample_once(self) -> Cycle:
         started = time.monotonic()
-        futures = {name: self._pool.submit(self._collect, name) for name in self.cfg.sites}
-        snapshots = {name: f.result() for name, f in futures.items()}
+        futures = {key: self._pool.submit(self._collect, key) for key in self.collectors}
+        read = {key: f.result() for key, f in futures.items()}
+        snapshots = {name: read[name] for name, s in self.cfg.sites.items() if not s.is_pair}
+        pairs = {name: [(b.name, read[f"{name}/{b.name}"]) for b in s.brokers]
+                 for name, s in self.cfg.sites.items() if s.is_pair}
         overhead, source = self.overhead.current()
-        cycle = self.sampler.step(snapshots, self.clock(), overhead, source)
+        cycle = self.sampler.step(snapshots, self.clock(), overhead, source, pairs=pairs)
         for name, view in cycle.sites.items():
             if self._was_reachable.get(name, True) != view.reachable:
                 if view.reachable:
@@ -130,6 +146,10 @@ class Agent:
         sites = {}
         if self.last_cycle is not None:
             sites = {n: {"reachable": v.reachable, "role": v.role} for n, v in self.last_cycle.sites.items()}
+            for n, v in self.last_cycle.sites.items():
+                if v.ha:  # a site with several brokers: which one serves, and whether a site switch is needed
+                    sites[n].update(live_broker=v.ha["live_broker"] if v.ha["serving"] else None,
+                                    switch_needed=v.switch_needed)
         return (200 if ok else 503), {"status": "ok" if ok else "stale", "version": __version__,
                                       "last_cycle_age_seconds": age, "sites": sites}
 

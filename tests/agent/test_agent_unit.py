@@ -293,9 +293,12 @@ def test_metric_names_are_documented_and_exported(make_agent, two_sites):
     # pending acks are exported (2.44 fixture); absent: a queue difference, canaries (off here), and the continuity
     # plugin's values (these fixture sites have no plugin: only continuity_plugin_up, 0, is exported for them)
     assert val(scrape(agent), "continuity_plugin_up", site="dc1") == 0
+    # and the per-broker series of a site with several brokers (tests/agent/test_agent_ha.py exports them)
     assert missing <= {"continuity_queue_count_difference"} | {m.name for m in metrics.METRICS
                                                                if m.name.startswith("continuity_canary_")
-                                                               or m.name in PLUGIN_VALUE_METRICS}, missing
+                                                               or m.name in PLUGIN_VALUE_METRICS
+                                                               or "broker" in m.labels
+                                                               or m.name == "continuity_site_ha_takeover"}, missing
     doc = (Path(__file__).resolve().parents[2] / "docs" / "agent.md")
     if doc.exists():
         text = doc.read_text()
