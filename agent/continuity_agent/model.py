@@ -128,7 +128,7 @@ def select_live(site: str, brokers: list[tuple[str, dict]]) -> tuple[dict, dict]
                         replica_sync=snap.get("replica_sync") if f["reachable"] else None,
                         ha_policy=snap.get("ha_policy") if f["reachable"] else None,
                         error=None if f["reachable"] else snap.get("error"))
-             for f, (_name, snap) in zip(facts, brokers)]
+             for f, (_name, snap) in zip(facts, brokers, strict=True)]
     state = dict(state, brokers=views)
     if state["serving"]:
         return snaps[state["live_broker"]], state
@@ -324,8 +324,9 @@ class Sampler:
             views[name].ha = state
             views[name].switch_needed = bool(state["switch_needed"])
             if state["takeover"]:
-                views[name].notes.append("served by its backup %s (%s down): the site did not fail, no site switch "
-                                         "needed" % (state["live_broker"], ", ".join(state["down"]) or "the primary"))
+                down = ", ".join(state["down"]) or "the primary"
+                views[name].notes.append(f"served by its backup {state['live_broker']} ({down} down): the site did "
+                                         "not fail, no site switch needed")
         directions: list[DirectionView] = []
         for name, settings in self.cfg.sites.items():
             snap = snapshots[name]

@@ -53,6 +53,31 @@ def agent_site(site):
             "broker_name": s.get("broker_name"), "client_acceptors": list(s.get("client_acceptors") or [])}
 
 
+_JOLOKIA_KEYS = ("username", "password")
+
+
+def agent_sites(hosts):
+    """``roles/agent`` ``agent_sites`` from the runbooks' site resolution: the ``continuity_site_info`` of every
+    broker host (playbooks/sites.yml: a host's site is its group among ``mirror_sites``), in inventory order.
+    A site with one host gets ``jolokia_url``/``broker_name``; a site with several (an HA pair, primary first)
+    gets ``brokers``, each sampled by the agent (docs/agent.md)."""
+    sites = {}
+    for info in hosts or []:
+        info = info or {}
+        sites.setdefault(info.get("name"), []).append(info)
+    out = []
+    for name, infos in sites.items():
+        brokers = [dict({"broker_name": i.get("broker_name"), "jolokia_url": i.get("jolokia_url")},
+                        **{k: i.get(k) for k in _JOLOKIA_KEYS if i.get(k) is not None}) for i in infos]
+        entry = {"name": name, "client_acceptors": list(infos[0].get("client_acceptors") or [])}
+        if len(brokers) == 1:
+            entry.update(brokers[0])
+        else:
+            entry["brokers"] = brokers
+        out.append(entry)
+    return out
+
+
 def ha_pair(brokers):
     """A site's brokers (``[{"broker": name, "state": the site_role module's result}]``, inventory order) as
     ``site_role.pair_state`` describes the pair: live broker, takeover, standing by, down, site switch needed.
@@ -68,4 +93,5 @@ def ha_pair(brokers):
 class FilterModule(object):
     def filters(self):
         return {"status_line": status_line, "check_line": check_line, "agent_site": agent_site, "ha_pair": ha_pair,
+                "agent_sites": agent_sites,
                 "status_table": status_table, "status_rows": status_rows, "roles_text": roles_text}

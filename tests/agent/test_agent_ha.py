@@ -7,13 +7,12 @@ import copy
 from pathlib import Path
 
 import pytest
+from conftest import base_config, fakes
+from test_agent_unit import D12, D21, scrape, val
 
 from continuity_agent import metrics, model
 from continuity_agent.config import ConfigError, parse
 from continuity_agent.service import Agent
-
-from conftest import base_config, fakes
-from test_agent_unit import D12, D21, scrape, val
 
 HA_METRICS = {"continuity_site_live_broker", "continuity_site_ha_takeover", "continuity_broker_up",
               "continuity_broker_ha_backup", "continuity_broker_ha_replica_sync"}

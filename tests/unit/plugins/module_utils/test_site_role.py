@@ -100,7 +100,7 @@ DOWN = {"reachable": False, "error": "connection refused"}
 
 def _pair(*snaps):
     return site_role.pair_state([site_role.broker_facts(name, snap)
-                                 for name, snap in zip(("dc1", "dc1-backup", "dc1-third"), snaps)])
+                                 for name, snap in zip(("dc1", "dc1-backup", "dc1-third"), snaps, strict=False)])
 
 
 def test_a_pair_in_order_is_served_by_its_primary_and_the_backup_stands_by_in_sync():

@@ -151,7 +151,9 @@ def test_the_ha_pair_filter_reads_site_role_results_like_status_yml_did():
     standby = {"role": "standby", "reachable": True, "live": False,
                "ha": {"policy": "Replication Backup w/quorum voting", "backup": True, "active": False,
                       "replica_sync": True}}
-    both_unreadable = ha_pair([{"broker": "dc1", "state": {"reachable": False}}, {"broker": "dc1-backup", "state": standby}])
+    both_unreadable = ha_pair([{"broker": "dc1", "state": {"reachable": False}},
+                               {"broker": "dc1-backup", "state": standby}])
     assert both_unreadable["serving"] is False and both_unreadable["switch_needed"] is True
     assert both_unreadable["standby"] == ["dc1-backup"] and both_unreadable["in_sync"] == {"dc1-backup": True}
-    assert "no broker of the pair serves" in " ".join(status_table(dict(HEALTHY, ha={"dc1": both_unreadable}), OK_CHECKS))
+    text = " ".join(status_table(dict(HEALTHY, ha={"dc1": both_unreadable}), OK_CHECKS))
+    assert "no broker of the pair serves" in text
