@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.continuity.artemis.plugins.module_utils.site_role import pair_state
 from ansible_collections.continuity.artemis.plugins.module_utils.status_report import (
+    number_text,
     roles_text,
     status_rows,
     status_table,
@@ -16,11 +17,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils.status_report i
 
 
 def _num(value, fmt="%.2f"):
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return fmt % value
-    return str(value)
+    return number_text(value, fmt, missing="n/a")
 
 
 def status_line(direction):
@@ -46,11 +43,24 @@ def check_line(check):
     return "[%s] %s: %s" % ("ok" if ok else "BREACH", c.get("name"), c.get("detail"))
 
 
+def _agent_jolokia(s):
+    return {"url": s.get("jolokia_url"), "username": s.get("username"), "password": s.get("password")}
+
+
 def agent_site(site):
-    """A runbook site (playbooks/sites.yml) as a continuity agent `sites.<name>` entry (docs/agent.md)."""
+    """A runbook site (playbooks/sites.yml) as a continuity agent `sites.<name>` entry (docs/agent.md).
+
+    Given the list of the site's broker hosts' infos (an HA pair, primary first), the entry lists them as
+    ``brokers``: the agent reads each one and takes the site's state from the live one."""
+    if isinstance(site, (list, tuple)):
+        infos = [i or {} for i in site]
+        if len(infos) > 1:
+            return {"brokers": [{"broker_name": i.get("broker_name"), "jolokia": _agent_jolokia(i)} for i in infos],
+                    "client_acceptors": list(infos[0].get("client_acceptors") or [])}
+        site = infos[0] if infos else {}
     s = site or {}
-    return {"jolokia": {"url": s.get("jolokia_url"), "username": s.get("username"), "password": s.get("password")},
-            "broker_name": s.get("broker_name"), "client_acceptors": list(s.get("client_acceptors") or [])}
+    return {"jolokia": _agent_jolokia(s), "broker_name": s.get("broker_name"),
+            "client_acceptors": list(s.get("client_acceptors") or [])}
 
 
 _JOLOKIA_KEYS = ("username", "password")

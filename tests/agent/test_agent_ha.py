@@ -219,3 +219,14 @@ def test_ha_metrics_are_in_the_metric_list_and_documented():
     assert HA_METRICS | {"continuity_site_switch_needed"} <= set(metrics.BY_NAME)
     text = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text()
     assert [n for n in HA_METRICS if f"`{n}`" not in text] == []
+
+
+def test_the_agent_site_filter_gives_a_pair_the_agent_parses():
+    from ansible_collections.continuity.artemis.plugins.filter.continuity import agent_site
+
+    infos = [{"jolokia_url": f"http://{b}:8161/console/jolokia", "username": "admin", "password": "pw",
+              "broker_name": b, "client_acceptors": ["artemis"]} for b in ("dc1", "dc1-backup")]
+    cfg = base_config()
+    cfg["sites"]["dc1"] = agent_site(infos)
+    dc1 = parse(cfg).sites["dc1"]
+    assert [b.name for b in dc1.brokers] == ["dc1", "dc1-backup"] and dc1.client_acceptors == ("artemis",)

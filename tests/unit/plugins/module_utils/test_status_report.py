@@ -157,3 +157,18 @@ def test_the_ha_pair_filter_reads_site_role_results_like_status_yml_did():
     assert both_unreadable["standby"] == ["dc1-backup"] and both_unreadable["in_sync"] == {"dc1-backup": True}
     text = " ".join(status_table(dict(HEALTHY, ha={"dc1": both_unreadable}), OK_CHECKS))
     assert "no broker of the pair serves" in text
+
+
+def test_agent_site_filter_lists_the_brokers_of_a_pair_and_keeps_one_broker_flat():
+    from ansible_collections.continuity.artemis.plugins.filter.continuity import agent_site
+
+    primary = {"jolokia_url": "u1", "username": "a", "password": "p", "broker_name": "dc1",
+               "client_acceptors": ["artemis"]}
+    backup = dict(primary, jolokia_url="u2", broker_name="dc1-backup")
+    flat = {"jolokia": {"url": "u1", "username": "a", "password": "p"}, "broker_name": "dc1",
+            "client_acceptors": ["artemis"]}
+    assert agent_site(primary) == flat and agent_site([primary]) == flat
+    assert agent_site([primary, backup]) == {
+        "brokers": [{"broker_name": "dc1", "jolokia": {"url": "u1", "username": "a", "password": "p"}},
+                    {"broker_name": "dc1-backup", "jolokia": {"url": "u2", "username": "a", "password": "p"}}],
+        "client_acceptors": ["artemis"]}
