@@ -29,6 +29,7 @@ __metaclass__ = type
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin as plugin
@@ -664,3 +665,11 @@ def assess_mirrors(current: dict, previous: Optional[dict] = None, peer: Optiona
         out.append(entry)
     return {"connections": out, "comparison": comparison.as_dict() if comparison is not None else None,
             "passive_consumers": passive}
+
+
+def read_pair(first, second):
+    """Two site reads at the same time, ``second`` in a worker thread: one round trip of wall time instead of two
+    (the switch's drain samples, mirror_wait's samples of a site and its peer)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        later = pool.submit(second)
+        return first(), later.result()

@@ -21,9 +21,10 @@ def _text(value):
     return str(value)
 
 
-def _num(value, fmt="%.2f"):
+def number_text(value, fmt="%.2f", missing="-"):
+    """A value of a status line or table: floats with ``fmt``, ``missing`` for None."""
     if value is None:
-        return "-"
+        return missing
     if isinstance(value, float):
         return fmt % value
     return str(value)
@@ -139,10 +140,11 @@ def status_table(status, checks=None):
         role = r["role"]
         if r["after_restart"] != r["role"]:
             role += " (%s after a restart)" % r["after_restart"]
-        paused = _num(r["paused"])
+        paused = number_text(r["paused"])
         if r["paused"]:
             paused += " (%s%s)" % (", ".join(r["paused_queues"][:3]), ", ..." if r["paused"] > 3 else "")
-        cells.append([_text(r["site"]), role, r["broker"], r["mirror"], _num(r["backlog"]), _num(r["lag"]), paused])
+        cells.append([_text(r["site"]), role, r["broker"], r["mirror"], number_text(r["backlog"]),
+                      number_text(r["lag"]), paused])
     widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
     lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in cells]
     for r in rows:

@@ -18,7 +18,6 @@ import json
 import os
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin as plugin
@@ -341,9 +340,7 @@ def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Option
 
 def read_both(first: Site, second: Site) -> tuple:
     """Snapshots of two sites taken at the same time (one round trip instead of two)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        later = pool.submit(second.snapshot)
-        return first.snapshot(), later.result()
+    return site_state.read_pair(first.snapshot, second.snapshot)
 
 
 # ------------------------------------------------------------------------------------------ swapover

@@ -189,11 +189,11 @@ timed_out:
 '''
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuity.artemis.plugins.module_utils import gates
+from ansible_collections.continuity.artemis.plugins.module_utils.site_state import read_pair
 from ansible_collections.continuity.artemis.plugins.module_utils.jolokia import JolokiaError
 from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import (
     collector_from_params,
@@ -250,16 +250,13 @@ def run_module(module):
     site = collector_from_params(p, site=p.get("broker_name") or "site")
     peer = collector_from_params(p["peer"], site=p["peer"].get("broker_name") or "peer") if p["peer"] else None
 
-    pool = ThreadPoolExecutor(max_workers=2) if peer is not None else None
-
     def take():
         # unreachable sites become failed samples (a restart or WAN cut may be what we are waiting out);
         # both sites are read at the same time so a sample is one round trip, not two
-        if pool is None:
+        if peer is None:
             return site.collect_or_unreachable(include_acceptors=False), None
-        fs = pool.submit(site.collect_or_unreachable, include_acceptors=False)
-        fp = pool.submit(peer.collect_or_unreachable, include_acceptors=False)
-        return fs.result(), fp.result()
+        return read_pair(lambda: site.collect_or_unreachable(include_acceptors=False),
+                         lambda: peer.collect_or_unreachable(include_acceptors=False))
 
     def evaluate(sample, previous):
         s, ps = sample
@@ -274,9 +271,6 @@ def run_module(module):
                                wait=p["wait"], clock=time.monotonic, wall=time.time, sleeper=time.sleep)
     except JolokiaError as exc:
         fail_on_error(module, exc)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=False)
     out = dict(ok=res["ok"], elapsed=res["elapsed"], samples=res["samples"], last=res["last"],
                failed_conditions=res["failed"], timed_out=res["timed_out"])
     if res["ok"]:

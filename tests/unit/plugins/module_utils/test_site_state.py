@@ -232,3 +232,13 @@ def test_acceptors_learnt_once_then_read_by_exact_name(jfake):
     assert set(snap["acceptors"]) == {"amqp", "artemis"}
     snap = col.collect()
     assert wildcard_reads() == 3 and snap["acceptors_stale"] is False
+
+
+def test_read_pair_returns_both_reads_in_order_the_second_from_another_thread():
+    import threading
+
+    from ansible_collections.continuity.artemis.plugins.module_utils.site_state import read_pair
+
+    main = threading.get_ident()
+    first, second = read_pair(lambda: ("dc1", threading.get_ident()), lambda: ("dc2", threading.get_ident()))
+    assert first == ("dc1", main) and second[0] == "dc2" and second[1] != main
