@@ -109,6 +109,11 @@ def test_agent_follows_the_takeover_of_dc1_by_its_backup(lab, tmp_path):
         assert at("continuity_site_role", site="dc1", role="active") == 1
         assert at("continuity_mirror_connected", site="dc1", peer="dc2", connection="DC2") == 1
 
+        # status.yml reads the pair with the same rule (site_role.pair_state through the ha_pair filter)
+        status = lab.playbook("status.yml", evidence_dir=tmp_path)
+        said = " ".join(status.text.split())  # the YAML callback folds long lines
+        assert "dc1: dc1 serves, dc1-backup stands by in sync" in said, status.tail()
+
         # kill -9 of the primary: the agent must show the backup serving dc1, and no site switch needed
         os.kill(lab.broker_pid("dc1"), signal.SIGKILL)
         t_kill = time.monotonic()
@@ -142,6 +147,10 @@ def test_agent_follows_the_takeover_of_dc1_by_its_backup(lab, tmp_path):
         assert v("continuity_site_switch_needed", site="dc1") == 0
         health = agent.health()
         assert health["sites"]["dc1"]["live_broker"] == BACKUP and health["sites"]["dc1"]["switch_needed"] is False
+        status = lab.playbook("status.yml", evidence_dir=tmp_path)
+        said = " ".join(status.text.split())
+        assert "dc1: its backup dc1-backup serves (dc1 down): the site did not fail, no site switch needed" \
+            in said, status.tail()
         last_known = json.loads((tmp_path / "state" / "dc1" / "last-known.json").read_text())
         assert last_known["broker"] == BACKUP
         print(f"\nagent on the HA lab: {BACKUP} shown live {live:.2f} s after kill -9 of dc1, dc1 active on it "
