@@ -230,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.once:
         cycle = agent.sample_once()
         print(json.dumps({"sites": {n: vars(v) for n, v in cycle.sites.items()},
-                          "directions": [d.lag_sample for d in cycle.directions]}, default=str, indent=1))
+                          "directions": [d.lag_sample for d in cycle.directions]},
+                         default=lambda o: vars(o) if hasattr(o, "__dict__") else str(o), indent=1))
         agent.close()
         return 0
     stop = threading.Event()

@@ -14,6 +14,7 @@ from continuity_agent import metrics, model
 from continuity_agent.config import ConfigError, parse
 from continuity_agent.service import Agent
 
+BACKUP = "dc1-backup"
 HA_METRICS = {"continuity_site_live_broker", "continuity_site_ha_takeover", "continuity_broker_up",
               "continuity_broker_ha_backup", "continuity_broker_ha_replica_sync"}
 J = {"username": "admin", "password": "secret"}
@@ -230,3 +231,23 @@ def test_the_agent_site_filter_gives_a_pair_the_agent_parses():
     cfg["sites"]["dc1"] = agent_site(infos)
     dc1 = parse(cfg).sites["dc1"]
     assert [b.name for b in dc1.brokers] == ["dc1", "dc1-backup"] and dc1.client_acceptors == ("artemis",)
+
+
+def test_once_prints_the_brokers_of_a_pair_as_data(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    cfg = {"listen": {"enabled": False}, "sites": {
+        "dc1": {"brokers": [{"broker_name": b, "jolokia": {"url": f"http://127.0.0.1:{p}/console/jolokia",
+                                                           "timeout": 0.5}} for b, p in (("dc1", 1), (BACKUP, 2))]},
+        "dc2": {"jolokia": {"url": "http://127.0.0.1:3/console/jolokia", "timeout": 0.5}}}}
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps(cfg))
+    path.chmod(0o600)
+    res = subprocess.run([sys.executable, "-m", "continuity_agent", "--config", str(path), "--once"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    dc1 = json.loads(res.stdout)["sites"]["dc1"]
+    assert [(b["broker"], b["up"]) for b in dc1["ha"]["brokers"]] == [("dc1", False), (BACKUP, False)]
+    assert dc1["switch_needed"] is True and dc1["error"].startswith("no broker of the site serves: dc1 down")
