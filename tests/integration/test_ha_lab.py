@@ -171,7 +171,7 @@ def test_rehearsal_with_the_ha_drill(lab, tmp_path):
     run = lab.playbook("rehearsal.yml", {"continuity_rehearsal_ha_drill": True,
                                          "continuity_rehearsal_confirm_failover_drill": "lab",
                                          "continuity_rehearsal_traffic_seconds": 3,
-                                         "continuity_rehearsal_agent": False},
+                                         "continuity_rehearsal_agent": True},
                        evidence_dir=tmp_path, run_id="ha-rehearsal", timeout=900)
     assert run.rc == 0, run.tail(80)
     phases = {p["phase"]: p for p in read_jsonl(tmp_path / "ha-rehearsal" / "phases.jsonl")
