@@ -37,6 +37,34 @@ CLIENT_OFFSET = {"dc1": 616, "dc2": 716, "dc1-backup": 816}
 WAN_CONTROL_OFFSET = {"dc2-dc1": 910, "dc1-dc2": 911}
 
 
+def lab_secrets() -> list[str]:
+    """Every password the lab inventories give (keys ending in _password): none may appear in any output."""
+    import yaml
+
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if str(key).endswith("_password") and isinstance(value, str) and "{{" not in value:
+                    found.append(value)
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for path in sorted((ROOT / "inventories" / "lab").rglob("*.yml")):
+        walk(yaml.safe_load(path.read_text()))
+    if ADMIN_PASSWORD not in found:
+        raise AssertionError(f"the lab inventories no longer give broker_admin_password={ADMIN_PASSWORD}")
+    return sorted(set(found))
+
+
+def secrets_in(text: str) -> list[str]:
+    """The lab's secrets that appear in ``text`` (masked: the first two characters and the length)."""
+    return [f"{s[:2]}...({len(s)} chars)" for s in lab_secrets() if s in text]
+
+
 def free_port_base() -> int:
     """A free lab port block (the lab's own rule: lab/continuity_lab/labctl.py)."""
     from continuity_lab import labctl
@@ -213,7 +241,14 @@ class Lab:
         t0 = time.time()
         res = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout, cwd=ROOT)
         t1 = time.time()
-        return PlaybookRun(name, argv, res.returncode, res.stdout, res.stderr, t1 - t0, t0, t1)
+        run = PlaybookRun(name, argv, res.returncode, res.stdout, res.stderr, t1 - t0, t0, t1)
+        # Every runbook run of the suite is also a secret scan (issue 16 item 4; docs/security.md).
+        leaked = secrets_in(run.text)
+        if leaked:
+            lines = [n for n, line in enumerate(run.text.splitlines(), 1) if secrets_in(line)]
+            raise AssertionError(f"{name} printed secrets {leaked} (rc {run.rc}) on output lines {lines[:20]}: "
+                                 f"check loops and set_fact over the site map (no_log)")
+        return run
 
     def module(self, module: str, args: dict, check: bool = False, timeout: float = 180) -> tuple[bool, dict]:
         """Run a collection module with `ansible localhost -m` (how an operator fences by hand)."""

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from runbook_support import Lab, reconcile
+from runbook_support import Lab, lab_secrets, reconcile, secrets_in
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "build" / "test-artifacts"
@@ -28,6 +28,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 def rehearsal(tmp_path_factory):
     root = tmp_path_factory.mktemp("rehearsal-lab")
     lab = Lab(root / "lab")
+    # The whole rehearsal (and the deploy before it) at -vvv: test_no_secret_at_vvv scans what an operator's log
+    # would keep at the highest verbosity.
+    lab.env["ANSIBLE_VERBOSITY"] = "3"
     lab.up()
     evidence = root / "evidence"
     try:
@@ -38,13 +41,16 @@ def rehearsal(tmp_path_factory):
             "continuity_rehearsal_traffic_seconds": 3,
         })
         roles = lab.roles()
+        status = lab.playbook("status.yml", evidence_dir=evidence)
+        lab.logs = {"status.yml -vvv": status.text, "rehearsal.yml -vvv": run.text,
+                    **{p.name: p.read_text() for p in sorted(lab.root.glob("*.log"))}}
         # Keep the evidence where the agent's RTO-estimate test (tests/agent, run after this layer) looks for
         # observed swapovers.
         kept = ROOT / "build" / "evidence" / "e2e-rehearsal"
         shutil.rmtree(kept, ignore_errors=True)
         if (evidence / "e2e-rehearsal").is_dir():
             shutil.copytree(evidence / "e2e-rehearsal", kept)
-        yield run, evidence / "e2e-rehearsal", roles
+        yield run, evidence / "e2e-rehearsal", roles, lab.logs
     finally:
         lab.down()
 
@@ -57,7 +63,7 @@ def _records(run_dir: Path, prefix: str) -> list[dict]:
 
 
 def test_rehearsal_passes_with_the_failover_drill(rehearsal):
-    run, run_dir, roles = rehearsal
+    run, run_dir, roles, _logs = rehearsal
     assert run.rc == 0, run.tail(80)
     assert roles == {"dc1": "active", "dc2": "passive"}, roles  # handed back after the drill
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
@@ -68,7 +74,7 @@ def test_rehearsal_passes_with_the_failover_drill(rehearsal):
 
 
 def test_evidence_records_every_step(rehearsal):
-    _run, run_dir, _roles = rehearsal
+    _run, run_dir, _roles, _logs = rehearsal
     phases = _records(run_dir, "phases")
     swaps = [p["phase"] for p in phases if p.get("runbook") == "swapover"]
     assert swaps.count("activate") == 3, swaps  # out, back, and the failback's handover
@@ -87,7 +93,7 @@ def test_ledgers_agree_with_the_verdict(rehearsal):
     when the producer itself sent it twice after an in-doubt send at a fence (runbook_support.reconcile's resend
     duplicates, the rule every runbook test uses); any other duplicate only for messages acknowledged on the lost
     site just before the kill (their mirrored acks died with it)."""
-    _run, run_dir, _roles = rehearsal
+    _run, run_dir, _roles, _logs = rehearsal
     writers = {p.name.split("-", 1)[1].rsplit("-", 1)[0] for p in run_dir.glob("sent-*.jsonl")}
     assert len(writers) == 1, writers  # one traffic process: its producers and consumers share the name
     rec = reconcile(run_dir, writers.pop(), run_dir.name)
@@ -104,7 +110,7 @@ def test_ledgers_agree_with_the_verdict(rehearsal):
 
 
 def test_report_opens_in_a_browser(rehearsal, tmp_path):
-    _run, run_dir, _roles = rehearsal
+    _run, run_dir, _roles, _logs = rehearsal
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium is not installed (make system-deps installs it)")
     url = (run_dir / "report" / "report.html").resolve().as_uri()
@@ -119,3 +125,20 @@ def test_report_opens_in_a_browser(rehearsal, tmp_path):
     subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p2'}", f"--screenshot={png}",
                     "--window-size=1280,2000", url], capture_output=True, timeout=120, check=True)
     assert png.stat().st_size > 10_000
+
+
+def test_no_secret_at_vvv_in_any_output_log_or_evidence(rehearsal):
+    """Issue 16 (d): the deploy (roles broker and mirror), the initial roles, the whole rehearsal (swapover, failover,
+    failback, the agent, the pipeline) and status.yml, all at -vvv, print no password of the inventory; neither do the
+    lab's logs nor the evidence the run wrote. The agent's own configuration (agent.json, mode 0600) holds the
+    credentials it needs by design and is the one file not scanned."""
+    _run, run_dir, _roles, logs = rehearsal
+    for name in ("rehearsal.yml -vvv", "status.yml -vvv", "deploy.log"):
+        assert "task path: " in logs[name], f"{name} was not at -vvv: this scan would prove little"
+    files = {str(p.relative_to(run_dir)): p.read_text(errors="replace") for p in sorted(run_dir.rglob("*"))
+             if p.is_file() and p.name != "agent.json" and p.suffix in (".jsonl", ".json", ".log", ".html", ".prom")}
+    assert len(files) > 5, sorted(files)
+    leaks = {name: secrets_in(text) for name, text in {**logs, **files}.items() if secrets_in(text)}
+    print(f"secret scan: {len(logs)} outputs/logs ({sum(len(t) for t in logs.values()):,} chars at -vvv) and "
+          f"{len(files)} evidence files, {len(lab_secrets())} secrets looked for, {len(leaks)} with a hit")
+    assert not leaks, leaks
