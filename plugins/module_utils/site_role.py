@@ -221,6 +221,37 @@ def persisted_role(broker_xml, client_acceptors):
     return derive_role(auto, client_acceptors)
 
 
+def fence_proven(role, persisted, listener_results):
+    """Whether a site is proven fenced -- it cannot serve clients now nor after a restart -- and why.
+
+    ``role``: what its broker says now (or UNREACHABLE); ``persisted``: the role its broker.xml gives it at a restart
+    (None when not read); ``listener_results``: TCP probes of its client acceptor endpoints (module_utils.listeners).
+    A file edit alone proves nothing: a broker that runs while its Jolokia does not answer may keep serving (before
+    Artemis 2.43 a reload never closes an acceptor). So an unreachable broker counts as fenced only when every client
+    endpoint refuses connections (the host answers and nothing listens), and never when none could be probed.
+    Returns ``(fenced, reason)``."""
+    results = list(listener_results or [])
+    open_ = [r["endpoint"] for r in results if r.get("state") == "open"]
+    if persisted != PASSIVE:
+        return False, "its broker.xml would open the client acceptors at a restart (persisted role %s)" % persisted
+    if open_:
+        return False, "%s accept%s client connections" % (", ".join(open_), "s" if len(open_) == 1 else "")
+    if role in (PASSIVE, STANDBY):
+        return True, "client acceptors stopped%s and autoStart=false persisted" % (
+            " (nothing accepts connections on %s)" % ", ".join(r["endpoint"] for r in results) if results else "")
+    if role == UNREACHABLE:
+        if not results:
+            return False, "its broker cannot be read and no client endpoint was given to check that nothing listens"
+        unknown = ["%s (%s)" % (r["endpoint"], r.get("error") or r.get("state")) for r in results
+                   if r.get("state") != "refused"]
+        if unknown:
+            return False, ("its broker cannot be read and whether its client acceptors listen is unknown: %s"
+                           % "; ".join(unknown))
+        return True, ("its broker cannot be read, every client endpoint refuses connections (%s) and autoStart=false "
+                      "is persisted" % ", ".join(r["endpoint"] for r in results))
+    return False, "its client acceptors are %s" % role
+
+
 def activation_method(version_tuple):
     """How to open client acceptors so that the running state and broker.xml agree without a bounce."""
     if version_tuple is not None and tuple(version_tuple[:3]) >= ACCEPTOR_RELOAD_SINCE:

@@ -29,6 +29,9 @@ description:
     O(state=passive) the fence is still written to O(broker_xml), which is how a failover fences a site whose broker
     is down but whose host is reachable; when that broker.xml configures the continuity plugin, V(passive) is also
     written into the plugin's state file, so its guard starts passive.
+  - A file edit alone never counts as a fence. With O(client_endpoints) the module also tries a TCP connection to
+    each client acceptor, reports the ones that accept (RV(accepting_clients)) and, with O(state=passive), returns
+    RV(fenced) true only when the site is proven unable to serve -- see RV(fenced).
 author:
   - continuity.artemis contributors (@continuity-artemis)
 extends_documentation_fragment:
@@ -66,9 +69,20 @@ options:
         becomes live -- also while it is down. Needs O(broker_xml) and O(state=active) or O(state=passive).
     type: bool
     default: false
+  client_endpoints:
+    description:
+      - C(host:port) (or C(scheme://host:port)) of every client acceptor of this broker, as clients reach it. Each is
+        tried with a plain TCP connection, because a broker whose Jolokia does not answer may still serve clients; an
+        endpoint that accepts a connection shows it. Never list the mirror acceptor.
+    type: list
+    elements: str
+    default: []
   wait_timeout:
     description:
       - Seconds to wait for the acceptors to start after a configuration reload (Artemis 2.43+).
+      - With O(state=passive) and O(client_endpoints), also the seconds to wait for the client endpoints to stop
+        accepting connections after the fence (on 2.43+ the broker applies a persisted fence at its next
+        configuration reload even when its Jolokia does not answer).
     type: float
     default: 30
 attributes:
@@ -175,6 +189,30 @@ error:
   description: Why the site was unreachable.
   returned: when unreachable
   type: str
+listeners:
+  description: The TCP probe of each O(client_endpoints) entry after the task (C(state) open, refused or unknown).
+  returned: when O(client_endpoints) is set
+  type: list
+  elements: dict
+  sample: [{endpoint: "10.0.1.5:61616", state: refused, error: "[Errno 111] Connection refused"}]
+accepting_clients:
+  description: The O(client_endpoints) that accepted a TCP connection after the task (the site can serve there).
+  returned: when O(client_endpoints) is set
+  type: list
+  elements: str
+fenced:
+  description:
+    - With O(state=passive) and O(broker_xml), whether the site is proven unable to serve clients, now and after a
+      restart. It needs autoStart=false persisted, and either the broker reporting its client acceptors stopped or,
+      when its Jolokia does not answer, every O(client_endpoints) entry refusing connections (the host answers,
+      nothing listens). A persisted file with a broker that cannot be read and endpoints that time out is not a
+      fence -- the failover runbook then asks the operator to confirm.
+  returned: when O(state=passive) and O(broker_xml) are set
+  type: bool
+fence_reason:
+  description: Why RV(fenced) is true or false.
+  returned: when RV(fenced) is returned
+  type: str
 '''
 
 import datetime
@@ -183,6 +221,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+from ansible_collections.continuity.artemis.plugins.module_utils import listeners
 from ansible_collections.continuity.artemis.plugins.module_utils import site_role as roles
 from ansible_collections.continuity.artemis.plugins.module_utils import switch
 from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import (
@@ -227,6 +266,7 @@ def module_kwargs():
         broker_xml=dict(type="path"),
         allow_unreachable=dict(type="bool", default=False),
         persist_only=dict(type="bool", default=False),
+        client_endpoints=dict(type="list", elements="str", default=[]),
         wait_timeout=dict(type="float", default=30.0),
     )
     return dict(argument_spec=spec, supports_check_mode=True)
@@ -237,6 +277,13 @@ def run_module(module):
     acceptors = p["client_acceptors"]
     if not acceptors:
         module.fail_json(msg="client_acceptors must name at least one acceptor that serves clients")
+    for endpoint in p["client_endpoints"]:
+        try:
+            listeners.parse(endpoint)
+        except ValueError as exc:
+            module.fail_json(msg="client_endpoints: %s" % exc)
+    if p["wait_timeout"] < 0:
+        module.fail_json(msg="wait_timeout must be >= 0 seconds (got %s)" % p["wait_timeout"])
     site = switch.Site(p.get("broker_name") or "site", collector_from_params(p), acceptors, p["broker_xml"])
     result = dict(changed=False)
     diff = None
@@ -312,12 +359,32 @@ def run_module(module):
     except jolokia.JolokiaError as exc:
         fail_on_error(module, exc, "changing the client acceptors", **result)
 
+    if p["client_endpoints"]:
+        _probe_listeners(module, result)
+    if p["state"] == "passive" and p["broker_xml"]:
+        role = result["role"] if result["reachable"] else roles.UNREACHABLE
+        result["fenced"], result["fence_reason"] = roles.fence_proven(role, result.get("persisted_role"),
+                                                                      result.get("listeners"))
     if p["state"] == "query":
         _warn_on_disagreement(module, result)
     if module._diff and diff and diff["changed"]:
         result["diff"] = dict(before=diff["before"], after=diff["after"],
                               before_header=diff["path"], after_header=diff["path"])
     module.exit_json(**result)
+
+
+def _probe_listeners(module, result):
+    """Who accepts connections on the client endpoints now; after a passive fence, wait (wait_timeout) for them to
+    close -- a 2.43+ broker applies a persisted fence at its next configuration reload -- and judge the fence."""
+    p = module.params
+    connect_timeout = min(float(p["timeout"]), 5.0)
+    fencing = p["state"] == "passive" and not module.check_mode
+    if fencing:
+        found = listeners.wait_closed(p["client_endpoints"], p["wait_timeout"], connect_timeout=connect_timeout)
+    else:
+        found = listeners.probe_all(p["client_endpoints"], connect_timeout)
+    result["listeners"] = found
+    result["accepting_clients"] = listeners.accepting(found)
 
 
 def _persist_only(module, result):

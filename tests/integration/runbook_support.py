@@ -227,8 +227,13 @@ class Lab:
 
     # ------------------------------------------------------------------ playbooks and modules
     def playbook(self, name: str, extra: dict | None = None, check: bool = False, timeout: float = 600,
-                 evidence_dir: Path | None = None, run_id: str | None = None) -> PlaybookRun:
-        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(ROOT / "playbooks" / name)]
+                 evidence_dir: Path | None = None, run_id: str | None = None,
+                 overlay: Path | None = None) -> PlaybookRun:
+        """``overlay``: a second inventory source whose host variables override the lab's (a fault's view)."""
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory)]
+        if overlay is not None:
+            argv += ["-i", str(overlay)]
+        argv.append(str(ROOT / "playbooks" / name))
         ev = dict(extra or {})
         if evidence_dir is not None:
             ev["continuity_evidence_dir"] = str(evidence_dir)

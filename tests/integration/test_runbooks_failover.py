@@ -229,3 +229,55 @@ def test_failback_reports_the_late_events_that_arrived(lab):
         pytest.skip(f"no stale message of dc1 arrived on dc2 (found {MEASURED.get('late_found')}): nothing to compare")
     assert MEASURED["late_events"] >= MEASURED["late_found"], \
         f"failback reported {MEASURED['late_events']} late events, {MEASURED['late_found']} stale messages arrived"
+
+
+def test_failover_when_only_the_lost_sites_jolokia_is_down_never_two_active(lab, tmp_path):
+    """Issue 16 item 1: dc1 serves but its Jolokia cannot be reached from the runbooks (an overlay inventory points
+    them at a dead port). A file edit alone must not count as a fence.
+    - Without force the failover refuses: dc1's client port accepts connections, so dc1 is not lost.
+    - With force it writes the fence into dc1's broker.xml and waits: Artemis 2.44 applies it at its next configuration
+      reload (the acceptor closes), the port then refuses connections, the fence is proven, and only then dc2 serves.
+    A sampler reads both brokers' client acceptors directly all along: never two sites serving."""
+    lab.wan_all("restore")
+    lab.wan_all("latency", 0)
+    if lab.acceptor_started("dc1") is None:  # the tests above stopped early: start from dc1 active, dc2 passive
+        lab.up()
+    lab.ensure_roles("dc1")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    overlay = tmp_path / "dc1-jolokia-down.yml"
+    overlay.write_text("all:\n  children:\n    artemis:\n      children:\n        dc1:\n          hosts:\n"
+                       f"            dc1-artemis:\n              continuity_jolokia_url: http://127.0.0.1:{dead}"
+                       "/console/jolokia\n")
+    client_port = lab.amqp_url("dc1").rsplit(":", 1)[1]
+    sampler = RoleSampler(lab, interval=0.05)
+    sampler.start()
+    try:
+        refused = lab.playbook("failover.yml", {"continuity_lost_site": "dc1", "continuity_loss_probes": 1},
+                               evidence_dir=tmp_path, run_id="fo-refused", overlay=overlay)
+        roles_after_refusal = lab.roles()
+        persisted_after_refusal = lab.persisted_role("dc1")
+        forced = lab.playbook("failover.yml", {"continuity_lost_site": "dc1", "continuity_loss_probes": 1,
+                                               "continuity_failover_force": True},
+                              evidence_dir=tmp_path, run_id="fo-forced", overlay=overlay)
+        time.sleep(1)
+    finally:
+        sampler.stop()
+    said = " ".join(refused.text.split())
+    print(f"\nfailover with dc1's Jolokia down: refused rc {refused.rc} in {refused.wall:.1f} s; forced rc {forced.rc} "
+          f"in {forced.wall:.1f} s; sampler {sampler.summary()}")
+    assert refused.rc != 0 and "it is not lost" in said and f"127.0.0.1:{client_port}" in said, refused.tail()
+    assert roles_after_refusal == {"dc1": "active", "dc2": "passive"} and persisted_after_refusal == "active"
+    assert forced.rc == 0, forced.tail()
+    activate = [p for p in phases(tmp_path / "fo-forced")
+                if p.get("runbook") == "failover" and p["phase"] == "activate"]
+    assert activate and activate[0]["data"]["fenced"] is True, activate
+    assert lab.roles() == {"dc1": "passive", "dc2": "active"}
+    assert sampler.both_open == [], sampler.both_open[:5]
+    assert len(sampler.samples) >= 20 and any(s["dc1"] for s in sampler.samples), sampler.summary()
+    # back to dc1 as the other tests expect it (dc1's Jolokia is fine outside the overlay)
+    back = lab.playbook("swapover.yml", {"continuity_to_site": "dc1"}, evidence_dir=tmp_path)
+    assert back.rc == 0, back.tail()

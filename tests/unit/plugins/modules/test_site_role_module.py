@@ -30,14 +30,14 @@ PLUGIN = """      <broker-plugins>
       </broker-plugins>"""
 
 
-def _run(jfake, tmp_path, plugin, check_mode=False):
+def _run(jfake, tmp_path, plugin, check_mode=False, **extra):
     instance = tmp_path / "dc1"
     (instance / "etc").mkdir(parents=True, exist_ok=True)
     (instance / "etc" / "broker.xml").write_text(BROKER_XML % (PLUGIN if plugin else ""))
     # a port nothing listens on: the connection is refused at once (a down broker on a reachable host)
     args = {"url": f"http://127.0.0.1:{free_port()}/console/jolokia", "username": "admin", "password": "x",
             "timeout": 2, "broker_name": "dc1", "client_acceptors": ["artemis"], "state": "passive",
-            "allow_unreachable": True, "broker_xml": str(instance / "etc" / "broker.xml")}
+            "allow_unreachable": True, "broker_xml": str(instance / "etc" / "broker.xml"), **extra}
     return jfake.run_module(site_role, args, check_mode=check_mode), instance
 
 
@@ -58,3 +58,37 @@ def test_unreachable_broker_without_the_plugin_is_fenced_as_before(jfake, tmp_pa
     r = res.result
     assert not res.failed and r["changed"] is True and r["plugin_role"] is None and "plugin_state_file" not in r
     assert not (instance / "data").exists()
+
+
+def test_a_file_edit_alone_is_not_a_fence(jfake, tmp_path):
+    """Issue 16 item 1: Jolokia does not answer but a client port still accepts connections (the broker runs): the
+    fence is written to broker.xml, and the module says the site is NOT fenced, naming the port."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        endpoint = f"127.0.0.1:{server.getsockname()[1]}"
+        res, instance = _run(jfake, tmp_path, plugin=False, client_endpoints=[endpoint], wait_timeout=0.5)
+    r = res.result
+    assert not res.failed and r["persisted_role"] == "passive" and "autoStart=false" in \
+        (instance / "etc" / "broker.xml").read_text()
+    assert r["fenced"] is False and r["accepting_clients"] == [endpoint], r
+    assert f"{endpoint} accepts client connections" in r["fence_reason"]
+
+
+def test_unreachable_broker_is_fenced_when_every_client_port_refuses(jfake, tmp_path):
+    endpoint = f"127.0.0.1:{free_port()}"
+    res, _instance = _run(jfake, tmp_path, plugin=False, client_endpoints=[endpoint])
+    r = res.result
+    assert not res.failed and r["fenced"] is True and r["listeners"][0]["state"] == "refused", r
+    assert r["accepting_clients"] == []
+
+
+def test_unreachable_broker_without_endpoints_is_not_proven_fenced(jfake, tmp_path):
+    res, _instance = _run(jfake, tmp_path, plugin=False)
+    assert res.result["fenced"] is False and "no client endpoint" in res.result["fence_reason"], res.result
+
+
+def test_bad_client_endpoint_is_refused_before_any_change(jfake, tmp_path):
+    res, instance = _run(jfake, tmp_path, plugin=False, client_endpoints=["nohostport"])
+    assert res.failed and "client_endpoints" in res.result["msg"] and "expected host:port" in res.result["msg"]
+    assert "autoStart=false" not in (instance / "etc" / "broker.xml").read_text()
