@@ -542,6 +542,16 @@ def client_queues(snapshot: dict) -> Dict[str, dict]:
             if not lag.is_excluded_queue(n, q.get("internal"), q.get("temporary"))}
 
 
+def paused_client_queues(snapshot: dict) -> Optional[List[str]]:
+    """Names of the client queues (:func:`client_queues`) that are paused; None when the queues were not read.
+
+    A swapover pauses the old site's client queues and resumes them after the switch; one interrupted in between
+    leaves them paused, and their consumers then get nothing the day that site is active again."""
+    if snapshot.get("queues") is None:
+        return None
+    return sorted(n for n, q in client_queues(snapshot).items() if q.get("paused"))
+
+
 def compare_sites(snapshot: dict, peer: dict, tolerance: int = 0, exclude_prefixes: Sequence[str] = (),
                   include: Optional[Sequence[str]] = None,
                   address_filter: Optional[str] = None) -> lag.QueueComparison:

@@ -238,10 +238,25 @@ def quiesce(site: Site, snapshot: dict, settle_timeout: float = 5.0, settle_slee
     return state
 
 
-def release(site: Site, quiesced: Optional[dict]) -> None:
-    """Undo :func:`quiesce`: resume the queues it paused."""
-    if quiesced:
-        _bulk_exec(site, [(m, "resume()") for m in quiesced["paused"]])
+def release(site: Site, quiesced: Optional[dict], also: Sequence[str] = ()) -> None:
+    """Undo :func:`quiesce`: resume the queues it paused, and the queue MBeans in ``also``."""
+    mbeans = list(quiesced["paused"] if quiesced else []) + [m for m in also if not quiesced
+                                                              or m not in quiesced["paused"]]
+    _bulk_exec(site, [(m, "resume()") for m in mbeans])
+
+
+def left_paused(site: Site, snapshot: dict) -> Dict[str, str]:
+    """``{queue name: MBean}`` of the client queues paused in ``snapshot``.
+
+    A site about to become passive, or passive and about to become active, keeps no paused client queue: a pause
+    there was left by a swapover interrupted between its quiesce and its resume (or set by hand on the site that
+    no longer serves), and it would silently hold messages from consumers the day that site serves again
+    (issue 16 item 5). Pauses are not mirrored, so none of them follows clients to the other site anyway."""
+    broker = site.broker()
+    queues = site_state.client_queues(snapshot)
+    return {name: queues[name].get("mbean") or on.queue(broker, queues[name].get("address") or name, name,
+                                                         queues[name].get("routing_type") or "anycast")
+            for name in site_state.paused_client_queues(snapshot) or []}
 
 
 def set_guard(site: Site, role: str, snapshot: Optional[dict] = None, check_mode: bool = False) -> dict:
@@ -363,7 +378,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
        consecutive samples within ``drain_timeout`` (``wait_sleep`` apart while draining, ``confirm_sleep`` after
        a sample that passed); on failure ``old`` is re-activated (rollback) and
        :class:`SwitchError` is raised: nothing was lost, clients return to ``old``;
-    4. activate ``new`` (the point of no return);
+    4. persist ``old``'s fence in its broker.xml when this host has it (a write that fails rolls back), then
+       activate ``new`` (the point of no return);
     5. seal ``old`` (plugin guard passive, fence persisted) and resume its paused queues, then one look at the
        mirrors (``mirrors_connected_after``): outside the client outage.
 
@@ -385,11 +401,24 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
         phases.append(phase(runbook, "preflight", t0, wall(), "fail", reason, roles_before))
         raise SwitchError(reason, phases, state)
     if role_old == site_role.PASSIVE and role_new == site_role.ACTIVE:
+        # A re-run after an interruption past the activation finishes what the switch leaves behind: the old site
+        # sealed (guard, autoStart=false) and no client queue left paused on it (issue 16 items 5 and 6).
+        changed, sealed, resumed_left = False, None, []
+        if not check_mode:
+            paused_old = left_paused(old, snap_old)
+            sealed = seal(old, snap_old)
+            release(old, None, list(paused_old.values()))
+            resumed_left = sorted(paused_old)
+            changed = sealed["changed"] or bool(resumed_left)
         phases.append(phase(runbook, "preflight", t0, wall(), "skipped",
-                            "already done: %s is active and %s passive" % (new.name, old.name),
-                            roles_before, roles_before))
-        return {"changed": False, "phases": phases, "roles_before": roles_before, "roles_after": roles_before,
-                "client_outage_seconds": None, "resumed": False, "old_fence_persisted": False,
+                            "already done: %s is active and %s passive" % (new.name, old.name)
+                            + ("; sealed %s" % old.name if sealed and sealed["changed"] else "")
+                            + ("; resumed the client queues left paused on %s: %s"
+                               % (old.name, ", ".join(resumed_left)) if resumed_left else ""),
+                            roles_before, roles_before, data={"resumed_left_paused": resumed_left}))
+        return {"changed": changed, "phases": phases, "roles_before": roles_before, "roles_after": roles_before,
+                "client_outage_seconds": None, "resumed": False,
+                "old_fence_persisted": bool(sealed and sealed["fence"] is not None),
                 "mirrors_connected_after": None, **state}
     if role_new in (site_role.ACTIVE, site_role.MIXED) and role_old in (site_role.ACTIVE, site_role.MIXED):
         reason = ("both sites serve clients (%s %s, %s %s): fence one of them with the site_role module before "
@@ -429,16 +458,29 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
                 "client_outage_seconds": None, "resumed": resumed, "old_fence_persisted": False,
                 "mirrors_connected_after": None, **state}
 
+    # Client queues left paused on either site by an interrupted swapover (issue 16 item 5): the new site's are
+    # resumed now, while it is still passive (no client sees it); the old site's once it is passive, after the
+    # activation -- on a rollback they stay as they were.
+    left_new, left_old = left_paused(new, snap_new), left_paused(old, snap_old)
+    try:
+        release(new, None, list(left_new.values()))
+    except j.JolokiaError as exc:
+        reason = "could not resume the client queues left paused on %s (%s): %s; nothing was switched" % (
+            new.name, ", ".join(sorted(left_new)), exc)
+        phases.append(phase(runbook, "preflight", t0, wall(), "fail", reason, roles_before))
+        raise SwitchError(reason, phases, state) from exc
+    state["resumed_left_paused"] = {new.name: sorted(left_new), old.name: []}
+
     # 2. quiesce: only what clients wait for is done between here and the activation (pause, settle, stop the
     # acceptors); the old site is sealed (guard, persisted fence) and its queues resumed after the activation.
     t_quiesce = wall()
     quiesced = None
 
-    def resume_old(why: str) -> None:
-        """Resume the queues the quiesce paused (best effort: the site is fenced or failed anyway)."""
+    def resume_old(why: str, left: Sequence[str] = ()) -> None:
+        """Resume the queues the quiesce paused, and ``left`` (best effort: the site is fenced or failed anyway)."""
         t = clock()
         try:
-            release(old, quiesced)
+            release(old, quiesced, left)
         except j.JolokiaError as exc:
             phases.append(phase(runbook, "release", wall(), wall(), "fail",
                                 "could not resume the paused queues of %s (%s): %s" % (old.name, why, exc)))
@@ -499,17 +541,17 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     notes = [] if "max_pending_acks" in conds else [
         "PendingMirrorAcks is not available on these releases (needs %s+): the gate relies on equal queue counts"
         % versions.since("pending_mirror_acks")]
-    if not waited["ok"]:
-        reason = "drain gate failed: %s" % waited["reason"]
-        phases.append(phase(runbook, "drain", t_drain, wall(), "fail", reason, gate_samples=waited["samples"],
-                            data={"conditions": conds, "notes": notes}))
-        resume_old("drain gate failed")
+
+    def roll_back(reason: str, file_usable: bool = True) -> None:
+        """Nothing was switched: re-activate the old site (unless rollback is off) and raise SwitchError.
+        ``file_usable`` False: its broker.xml could not be written, so the acceptors are started directly."""
         if not rollback:
             raise SwitchError(reason + "; rollback disabled: %s stays fenced and NO site serves clients" % old.name,
                               phases, state)
         t_rb = wall()
+        target = old if file_usable else Site(old.name, old.collector, old.client_acceptors)
         try:
-            undone = activate(old, read_acceptors(old), version_tuple(snap_old), activation_timeout,
+            undone = activate(target, read_acceptors(old), version_tuple(snap_old), activation_timeout,
                               clock=clock, sleeper=sleeper)  # no snapshot: the guard's role is read now
         except Exception as exc:  # the operator must know no site serves now
             phases.append(phase(runbook, "rollback", t_rb, wall(), "fail", "rollback of %s failed: %s"
@@ -522,11 +564,30 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
                             data={"method": undone["method"]}))
         raise SwitchError(reason + "; rolled back: %s is active again" % old.name, phases,
                           dict(state, roles_after=roles_rb))
+
+    if not waited["ok"]:
+        reason = "drain gate failed: %s" % waited["reason"]
+        phases.append(phase(runbook, "drain", t_drain, wall(), "fail", reason, gate_samples=waited["samples"],
+                            data={"conditions": conds, "notes": notes}))
+        resume_old("drain gate failed")
+        roll_back(reason)
     phases.append(phase(runbook, "drain", t_drain, wall(), "pass", gate_samples=waited["samples"],
                         data={"conditions": conds, "notes": notes, "elapsed": waited["elapsed"]}))
 
-    # 4. activate (point of no return)
+    # 4. activate (point of no return). The old site's fence goes into its broker.xml first (a file write, when
+    # this host has it): a controller killed at any instant after the activation leaves an old site that comes
+    # back passive if its broker restarts (issue 16 item 6). Its guard is sealed after the activation.
     t_act = wall()
+    fence_first = None
+    try:
+        if old.broker_xml:
+            fence_first = persist_fence(old.broker_xml, old.client_acceptors, False)
+    except (OSError, ValueError) as exc:
+        reason = ("the fence of %s could not be written to %s, so a restart would make it serve next to %s: %s"
+                  % (old.name, old.broker_xml, new.name, exc))
+        phases.append(phase(runbook, "activate", t_act, wall(), "fail", reason))
+        resume_old("the old site's fence could not be persisted")
+        roll_back(reason, file_usable=False)
     try:
         opened = activate(new, acceptor_states(snap_new), version_tuple(snap_new), activation_timeout,
                           clock=clock, sleeper=sleeper, snapshot=snap_new)
@@ -543,6 +604,7 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
                         roles_after=roles_after,
                         data={"method": opened["method"], "started_acceptors": opened["started"],
                               "guard": opened["guard"],
+                              "old_fence_written_first": bool(fence_first and fence_first["changed"]),
                               "client_outage_seconds": t_active - t_quiesce}))
 
     # 5. seal the old site (clients are served again meanwhile) and resume its paused queues
@@ -556,7 +618,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
         phases.append(phase(runbook, "seal", t_seal, wall(), "fail",
                             "%s is fenced (acceptors stopped) but not sealed: %s" % (old.name, exc)))
     finally:
-        resume_old("after the switch")
+        resume_old("after the switch", list(left_old.values()))
+        state["resumed_left_paused"][old.name] = sorted(left_old)
     if sealed is not None:
         phases.append(phase(runbook, "seal", t_seal, wall(), "done",
                             data={"guard": sealed["guard"],

@@ -238,7 +238,8 @@ site:
   description: >-
     C(broker), C(version), C(features) of the site, C(requests) it took, C(continuity_plugin) (the plugin's
     values as in M(continuity.artemis.broker_info) without the per-address tables; null without the plugin), and
-    C(paused_queues) (names of the paused non-internal queues; null when the queues could not be read).
+    C(paused_queues) (names of the paused client queues -- not internal, temporary or the mirror's; null when the
+    queues could not be read).
   returned: success
   type: dict
 peer_site:
@@ -270,6 +271,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args im
     jolokia_argument_spec,
     peer_argument_spec,
 )
+from ansible_collections.continuity.artemis.plugins.module_utils import site_state
 from ansible_collections.continuity.artemis.plugins.module_utils.site_state import assess_mirrors
 
 
@@ -296,19 +298,11 @@ def collect_pair(site, peer):
         return fs.result(), fp.result()
 
 
-def _paused_queues(snap):
-    """Names of the non-internal queues that are paused (a swapover that stopped between its quiesce and its
-    resume leaves them so); null when the queues were not read."""
-    queues = snap.get("queues")
-    if queues is None:
-        return None
-    return sorted(q.get("name") for q in queues.values() if q.get("paused") and not q.get("internal"))
-
-
 def _site_summary(snap, collector):
     return {"broker": snap.get("broker"), "version": snap.get("version"), "features": snap.get("features"),
             "pending_mirror_acks": snap.get("pending_mirror_acks"), "requests": collector.client.request_count,
-            "continuity_plugin": snap.get("continuity_plugin"), "paused_queues": _paused_queues(snap)}
+            "continuity_plugin": snap.get("continuity_plugin"),
+            "paused_queues": site_state.paused_client_queues(snap)}
 
 
 def module_kwargs():

@@ -27,17 +27,26 @@ description:
     Equal counts are required because real Artemis drops a mirrored acknowledgement it cannot apply while
     C(PendingMirrorAcks) returns to 0. If the gate fails, O(old_site) is re-activated (rollback), nothing was
     lost, and the task fails with the reason.
-  - 4. Activate O(new_site) - the point of no return. On Artemis 2.43+ with O(new_site.broker_xml) the fence is lifted
-    in broker.xml and the C(reloadConfigurationFile) operation opens the acceptors; otherwise the acceptors'
-    C(start) operation. When the broker runs the continuity plugin, its passive-site guard turns active first.
+  - 4. Activate O(new_site) - the point of no return. First the fence of O(old_site) is written to
+    O(old_site.broker_xml) when given, so a controller that dies at any later instant leaves an old site that comes
+    back passive if its broker restarts; a file that cannot be written rolls the switch back. On Artemis 2.43+
+    with O(new_site.broker_xml) the fence is lifted in broker.xml and the C(reloadConfigurationFile) operation
+    opens the acceptors; otherwise the acceptors' C(start) operation. When the broker runs the continuity plugin,
+    its passive-site guard turns active first.
   - 5. Seal O(old_site), after the activation so clients do not wait for it - the continuity plugin's guard (when
     installed) turns passive, the fence is written to O(old_site.broker_xml) when given (RV(old_fence_persisted)),
     and the queues the quiesce paused are resumed. A seal that fails is recorded as a failed C(seal) phase; the
     switch stands.
+  - Client queues left paused by an interrupted swapover (or paused by hand on the site that stops serving) are
+    resumed where no client sees it - those of O(new_site) before the quiesce, while it is still passive, those of
+    O(old_site) after the activation (RV(resumed_left_paused)); otherwise their consumers would get nothing the day
+    that site serves again. Pauses are not mirrored, so none follows the clients to the other site. A rollback
+    leaves the old site's pauses as they were.
   - 6. One look at both sites after the switch tells whether the mirrors are connected both ways
     (RV(mirrors_connected_after)).
-  - Re-running converges - a swapover already done reports no change; one interrupted after the quiesce resumes at
-    the drain gate. At no moment do both sites serve clients.
+  - Re-running converges - a swapover already done reports no change, unless the old site still needs its seal or
+    has client queues left paused (both are then done); one interrupted after the quiesce resumes at the drain gate.
+    At no moment do both sites serve clients.
   - Run the task on the host of O(new_site) when its O(new_site.broker_xml) is set (the file is edited locally).
 author:
   - continuity.artemis contributors (@continuity-artemis)
@@ -207,6 +216,13 @@ old_fence_persisted:
       was switched; the runbooks then persist it on the old site's own host.
   returned: always
   type: bool
+resumed_left_paused:
+  description:
+    - Per site, the client queues found paused before the switch and resumed by it (see the description). Empty
+      lists when there were none.
+  returned: when the switch ran
+  type: dict
+  sample: {dc1: [], dc2: [orders]}
 mirrors_connected_after:
   description:
     - Both mirrors were connected in one look at the two sites right after the switch (phase C(mirrors_after)).
@@ -319,7 +335,8 @@ def run_module(module):
     module.exit_json(changed=res["changed"], phases=res["phases"], roles_before=res["roles_before"],
                      roles_after=res["roles_after"], client_outage_seconds=res["client_outage_seconds"],
                      resumed=res["resumed"], old_fence_persisted=res["old_fence_persisted"],
-                     mirrors_connected_after=res["mirrors_connected_after"], evidence_file=path)
+                     mirrors_connected_after=res["mirrors_connected_after"], evidence_file=path,
+                     resumed_left_paused=res.get("resumed_left_paused"))
 
 
 def main():

@@ -180,7 +180,9 @@ def test_swapover_fences_drains_then_activates_by_reload_on_2_43_plus(world):
                                                    "mirrors_after"]
     assert [p["decision"] for p in res["phases"]] == ["pass", "done", "pass", "done", "done", "pass"]
     assert res["mirrors_connected_after"] is True
-    assert res["old_fence_persisted"] is True and res["phases"][4]["data"]["fence_written"] is True
+    # the old site's fence is written before the activation (issue 16 item 6); the seal then finds it there
+    assert res["old_fence_persisted"] is True and res["phases"][3]["data"]["old_fence_written_first"] is True
+    assert res["phases"][4]["data"]["fence_written"] is False
     assert world.acceptors == {"dc1": {"artemis": False, "mirror": True}, "dc2": {"artemis": True, "mirror": True}}
     # The fence is in the files: a restarted dc1 stays passive, dc2 comes up active.
     assert "autoStart=false" in world.files["dc1"].read_text()
@@ -373,13 +375,76 @@ def test_the_old_site_is_sealed_and_resumed_after_the_activation_outside_the_out
     assert "autoStart=false" in world.files["dc1"].read_text()
 
 
-def test_a_seal_that_fails_leaves_the_switch_done_and_says_the_fence_is_not_persisted(world, tmp_path):
+def test_an_old_fence_that_cannot_be_written_stops_before_the_activation_and_rolls_back(world, tmp_path):
+    """A restart of an old site whose broker.xml still opens its client acceptors would make it serve next to the new
+    one: the switch does not happen, the old site serves again (opened directly, its file being unusable)."""
     world.files["dc1"] = tmp_path / "missing" / "dc1.xml"  # the old site's broker.xml cannot be written
+    with pytest.raises(switch.SwitchError, match="fence of dc1 could not be written") as err:
+        run(world)
+    names = [(p["phase"], p["decision"]) for p in err.value.phases]
+    assert names[-2:] == [("activate", "fail"), ("rollback", "rollback")], names
+    assert world.acceptors["dc1"]["artemis"] is True and world.acceptors["dc2"]["artemis"] is False
+    assert world.paused["dc1"] is False and world.reloads == 0
+
+
+def test_the_fence_is_in_the_old_file_before_the_new_site_opens(world, monkeypatch):
+    """A controller killed right after the activation leaves dc1 fenced in its file (issue 16 item 6)."""
+    seen = []
+    original = world.snapshot
+
+    def watch(site):
+        seen.append((site, world.acceptors["dc2"]["artemis"], "autoStart=false" in world.files["dc1"].read_text()))
+        return original(site)
+
+    world.snapshot = watch
+    real_exec = FakeClient.exec
+
+    def exec_watch(self, mbean, op, *args):
+        seen.append(("reload", self.site, "autoStart=false" in self.world.files["dc1"].read_text()))
+        return real_exec(self, mbean, op, *args)
+
+    monkeypatch.setattr(FakeClient, "exec", exec_watch)
+    run(world)
+    assert ("reload", "dc2", True) in seen  # dc1's file was fenced when dc2's reload opened it
+    assert all(fenced for site, dc2_open, fenced in seen if site != "reload" and dc2_open), seen
+
+
+def test_client_queues_left_paused_are_resumed_where_no_client_sees_it(world):
+    """Issue 16 item 5: a swapover interrupted between its quiesce and its resume left client queues paused. The
+    next swapover resumes the new site's while that site is still passive, and the old site's once it is passive."""
+    world.paused["dc2"] = True  # left by an interrupted swap dc2 -> dc1
+    world.paused["dc1"] = True  # and on the old site, e.g. paused by hand
     res = run(world)
-    seal = res["phases"][-2]
-    assert (seal["phase"], seal["decision"]) == ("seal", "fail") and "not sealed" in seal["reason"]
-    assert res["roles_after"] == {"dc1": "passive", "dc2": "active"} and res["old_fence_persisted"] is False
-    assert world.paused["dc1"] is False  # resumed all the same
+    assert res["resumed_left_paused"] == {"dc2": ["orders"], "dc1": ["orders"]}
+    assert world.paused == {"dc1": False, "dc2": False}
+    resume_dc2 = world.calls.index(("resume()", "dc2", "orders"))
+    stop_dc1 = world.calls.index(("stop()", "dc1", "artemis"))
+    reload_dc2 = world.calls.index(("reload", "dc2"))
+    resume_dc1 = world.calls.index(("resume()", "dc1", "orders"))
+    assert resume_dc2 < stop_dc1 < reload_dc2 < resume_dc1, world.calls
+
+
+def test_a_pause_on_the_old_site_stays_when_the_switch_rolls_back(world):
+    world.paused["dc1"] = True  # the operator's pause on the active site
+    world.cut_on_quiesce = True  # the WAN link goes down during the drain: the gate fails, rollback
+    with pytest.raises(switch.SwitchError, match="rolled back"):
+        run(world, drain_timeout=0.5)
+    assert world.paused["dc1"] is True and world.acceptors["dc1"]["artemis"] is True
+
+
+def test_a_rerun_after_the_activation_seals_the_old_site_and_resumes_its_queues(world):
+    """The controller died after the activation and before the seal and the resume: the re-run of the same command
+    finds the switch done, writes the old site's fence, and resumes the queues left paused there."""
+    world.acceptors["dc1"]["artemis"], world.acceptors["dc2"]["artemis"] = False, True
+    world.files["dc2"].write_text(XML.format(""))
+    world.paused["dc1"] = True
+    res = run(world)
+    assert res["changed"] is True and res["old_fence_persisted"] is True
+    assert res["phases"][0]["decision"] == "skipped" and "resumed the client queues left paused on dc1: orders" \
+        in res["phases"][0]["reason"]
+    assert "autoStart=false" in world.files["dc1"].read_text() and world.paused["dc1"] is False
+    again = run(world)
+    assert again["changed"] is False
 
 
 def test_a_mirror_down_right_after_the_switch_is_reported_for_the_runbook_to_wait_on(world):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.continuity.artemis.plugins.module_utils import evidence
+from ansible_collections.continuity.artemis.plugins.module_utils import evidence, site_state
 from ansible_collections.continuity.artemis.plugins.modules import mirror_info
 
 URL1 = "http://dc1:8161/console/jolokia"
@@ -129,7 +129,7 @@ def test_negative_interval_rejected(pair, jfake, fake_time):
 
 def test_paused_client_queues_are_named_for_both_sites(pair, jfake, fake_time):
     dc1, _dc2 = pair()
-    assert mirror_info._paused_queues({"queues": None}) is None
+    assert site_state.paused_client_queues({"queues": None}) is None
     r = jfake.run_module(mirror_info, args(), check_mode=True)
     assert r.result["site"]["paused_queues"] == [] and r.result["peer_site"]["paused_queues"] == []
     client = next(q for q in dc1.queues if not q.get("InternalQueue") and not q["Name"].startswith("$"))
