@@ -50,6 +50,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("continuity_site_consumers_on_passive", "gauge", "bool", SITE,
            "1 when the site is passive and has consumers (mirrored acks may be dropped: double delivery)"),
     Metric("continuity_site_queues", "gauge", "queues", SITE, "Queues seen on the site at the last sample"),
+    Metric("continuity_site_paused_client_queues", "gauge", "queues", SITE,
+           "Client queues paused on the site (a swapover interrupted between its quiesce and its resume leaves them "
+           "so: their consumers get nothing; the next swapover resumes them)"),
     Metric("continuity_site_switch_needed", "gauge", "bool", SITE,
            "1 when no broker of the site serves (one broker: it cannot be read; an HA pair: none is live), 0 while "
            "the site is served, also by a backup that took over"),
@@ -254,6 +257,8 @@ class AgentCollector(Collector):
                 add("continuity_site_client_consumers", s, v.client_consumers)
                 add("continuity_site_consumers_on_passive", s, _b(v.consumers_on_passive))
                 add("continuity_site_queues", s, v.queue_count)
+                add("continuity_site_paused_client_queues", s,
+                    None if v.paused_client_queues is None else float(len(v.paused_client_queues)))
                 add("continuity_site_switch_needed", s, _b(v.switch_needed))
                 if v.ha:
                     add("continuity_site_ha_takeover", s, _b(v.ha["takeover"]))

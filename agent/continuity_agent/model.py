@@ -39,6 +39,7 @@ class SiteView:
     last_success_ts: float | None = None
     scrape_seconds: float | None = None
     queue_count: int | None = None
+    paused_client_queues: list[str] | None = None  # paused client queues (an interrupted swapover leaves them)
     plugin: dict | None = None       # the continuity plugin's values (site_state "continuity_plugin"); None = absent
     notes: list[str] = field(default_factory=list)
     switch_needed: bool = False      # no broker of the site serves (site_role.pair_state; one broker: unreadable)
@@ -201,6 +202,7 @@ class Sampler:
                     if (queues.get(q) or {}).get("address") != self.cfg.canaries.address}
             view.client_consumers = sum(view.consumers_by_queue.values())
             view.queue_count = len(snap.get("queues") or {})
+            view.paused_client_queues = site_state.paused_client_queues(snap)
             view.plugin = snap.get("continuity_plugin")
             if role == site_role.PASSIVE:
                 view.consumers_on_passive = view.client_consumers > 0

@@ -257,27 +257,28 @@ def plausible_age_seconds(
 def lag_seconds(
     backlog_events: Optional[int], drain_rate: Optional[float], add_rate: Optional[float] = None
 ) -> Optional[float]:
-    """Seconds until the peer has caught up: backlog / effective drain rate.
+    """How far behind the peer is, in seconds: backlog / drain rate.
+
+    The mirror's store-and-forward queue is FIFO, so the last event queued now reaches the peer once the events
+    ahead of it have drained, whatever arrives behind it: that time is the peer's staleness. Under steady traffic
+    (events added as fast as they drain) the backlog stays small and so does the lag; a backlog that grows makes
+    the lag grow sample by sample.
 
     * backlog 0 -> 0.0 (in sync, whatever the rates).
     * backlog unknown -> ``None``.
-    * The effective drain rate is ``drain_rate - add_rate`` when the add rate is known and lower than the
-      drain rate (new events keep arriving while the backlog drains); otherwise the raw drain rate.
-    * Not draining (drain rate 0 or unknown, or additions at least as fast as the drain) -> ``None``: the lag
-      is unbounded / unknown and must not be reported as a number. Gates treat ``None`` as "not satisfied".
+    * Not draining (drain rate 0 or unknown) while events wait -> ``None``: the lag is unbounded / unknown and must
+      not be reported as a number. Gates treat ``None`` as "not satisfied".
+
+    ``add_rate`` is accepted for the callers' symmetry and does not change the result (see above).
     """
+    del add_rate  # FIFO: what arrives behind the backlog does not delay it
     if backlog_events is None:
         return None
     if backlog_events <= 0:
         return 0.0
     if drain_rate is None or drain_rate <= 0:
         return None
-    effective = drain_rate
-    if add_rate is not None and add_rate > 0:
-        if add_rate >= drain_rate:
-            return None
-        effective = drain_rate - add_rate
-    return backlog_events / effective
+    return backlog_events / drain_rate
 
 
 def send_share(client_send_rate: Optional[float], snf_add_rate: Optional[float]) -> Optional[float]:
@@ -673,7 +674,7 @@ def assess(
         if connected is False:
             notes.append("lag unbounded: mirror disconnected while the backlog is not empty")
         elif rates.drain_rate is not None:
-            notes.append("lag unbounded: backlog not draining faster than it grows")
+            notes.append("lag unbounded: the backlog is not draining")
     rpo = rpo_estimate(cur_backlog, rates.add_rate, age, send_share(client_send_rate, rates.add_rate),
                        connected, disconnected_for)
     rto = rto_estimate(cur_backlog, rates.drain_rate if connected is not False else None, overhead_seconds,

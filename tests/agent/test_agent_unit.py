@@ -68,6 +68,22 @@ def test_in_sync_sites(make_agent, two_sites):
     assert two_sites.dc1.http_requests == 2 + 1  # +1: broker name discovery (search) on the first cycle
 
 
+def test_paused_client_queues_are_counted_per_site(make_agent, two_sites):
+    """Issue 16 (c): a queue an interrupted swapover left paused is visible (and alerted on, alerts.yml)."""
+    agent = make_agent()
+    agent.sample_once()
+    s = scrape(agent)
+    assert val(s, "continuity_site_paused_client_queues", site="dc1") == 0
+    client = next(q for q in two_sites.dc2.queues if not q.get("InternalQueue") and not q["Name"].startswith("$"))
+    client["Paused"] = True
+    two_sites.clock.advance(1)
+    cycle = agent.sample_once()
+    assert cycle.sites["dc2"].paused_client_queues == [client["Name"]]
+    s = scrape(agent)
+    assert val(s, "continuity_site_paused_client_queues", site="dc2") == 1
+    assert val(s, "continuity_site_paused_client_queues", site="dc1") == 0
+
+
 def test_cut_mirror_backlog_grows_and_rpo_rises(make_agent, two_sites):
     agent = make_agent()
     agent.sample_once()
@@ -105,7 +121,7 @@ def test_draining_gives_rates_lag_and_rto(make_agent, two_sites):
     cycle = agent.sample_once()
     d = next(x for x in cycle.directions if x.connection == "DC2")
     assert d.add_rate == pytest.approx(100) and d.drain_rate == pytest.approx(400)
-    assert d.lag_seconds == pytest.approx(400 / 300)     # net drain 300/s
+    assert d.lag_seconds == pytest.approx(400 / 400)     # FIFO: 400 waiting, 400/s drained
     assert d.rto_seconds_est == pytest.approx(400 / 400 + 1.0)  # quiesced drain + overhead
     assert d.rpo_seconds_est == pytest.approx(400 / 100)
     assert d.sla_breach == {"rpo_seconds": False, "rpo_messages": True, "rto_seconds": False,

@@ -58,7 +58,7 @@ def test_status_swapover_and_status_again_as_awx_runs_them(lab, tmp_path):
     assert sorted(stats) == ["continuity_status_breach_list", "continuity_status_report", "continuity_status_table"]
     assert stats["continuity_status_breach_list"] == []
     assert {r["site"]: r["role"] for r in stats["continuity_status_table"]} == {"dc1": "active", "dc2": "passive"}
-    assert "SLA: ok (8 checks)" in out
+    assert "SLA: ok (10 checks)" in out
     # "false" is a string: read as a boolean, so no lag evidence was written
     assert not (tmp_path / "evidence").exists()
 

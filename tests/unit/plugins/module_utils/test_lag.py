@@ -76,12 +76,18 @@ class TestLagSeconds:
     def test_unknown_backlog(self):
         assert lag.lag_seconds(None, 100.0) is None
 
-    def test_backlog_over_effective_drain(self):
-        # 1,200 events, draining 500/s while 200/s arrive: net 300/s -> 4 s.
-        assert lag.lag_seconds(1200, 500.0, 200.0) == pytest.approx(4.0)
+    def test_backlog_over_drain_rate(self):
+        # FIFO: 1,200 events ahead, draining 600/s -> the last one queued now arrives in 2 s, whatever arrives behind.
         assert lag.lag_seconds(1200, 600.0) == pytest.approx(2.0)
+        assert lag.lag_seconds(1200, 600.0, 200.0) == pytest.approx(2.0)
 
-    @pytest.mark.parametrize("drain,add", [(0.0, None), (None, None), (100.0, 100.0), (100.0, 150.0)])
+    def test_steady_traffic_is_a_small_lag_not_an_unknown_one(self):
+        # 100 events/s added and drained, 3 waiting at the sample: 0.03 s behind (this was "unbounded" before,
+        # which failed status.yml's lag_known check under ordinary load).
+        assert lag.lag_seconds(3, 100.0, 100.0) == pytest.approx(0.03)
+        assert lag.lag_seconds(300, 100.0, 150.0) == pytest.approx(3.0)  # growing: the next sample reads more
+
+    @pytest.mark.parametrize("drain,add", [(0.0, None), (None, None), (0.0, 100.0), (None, 150.0)])
     def test_not_draining_is_unknown(self, drain, add):
         assert lag.lag_seconds(10, drain, add) is None
 
@@ -206,7 +212,7 @@ class TestAssess:
     def test_draining(self):
         a = lag.assess(snf(0.0, 10_000, 50_000, 40_000), snf(1.0, 5_000, 51_000, 46_000), connected=True,
                        overhead_seconds=2.0)
-        assert a["drain_rate"] == 6000.0 and a["lag_seconds"] == pytest.approx(1.0)
+        assert a["drain_rate"] == 6000.0 and a["lag_seconds"] == pytest.approx(5000 / 6000)  # FIFO lag
         assert a["rto_seconds_est"] == pytest.approx(5000 / 6000 + 2.0)
 
     def test_no_snf_reading(self):

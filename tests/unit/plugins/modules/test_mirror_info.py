@@ -72,7 +72,7 @@ def test_named_connection_uses_a_light_first_sample(pair, jfake, fake_time):
     fake_time.on_sleep = lambda s: snf.update(MessageCount=50, MessagesAdded=1100, MessagesAcknowledged=1050)
     res = jfake.run_module(mirror_info, args(connection="DC2")).result
     (c,) = res["connections"]
-    assert c["drain_rate"] == pytest.approx(150.0) and c["lag_seconds"] == pytest.approx(1.0)
+    assert c["drain_rate"] == pytest.approx(150.0) and c["lag_seconds"] == pytest.approx(50 / 150)  # FIFO lag
     light = [call for call in dc1.calls if call[0] == "read" and "MIRROR_DC2" in call[1]]
     assert light  # exact read of the SNF queue, not a wildcard
     assert dc1.http_requests == 2 and dc2.http_requests == 1
