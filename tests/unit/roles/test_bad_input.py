@@ -195,3 +195,27 @@ def test_bad_inventory_fails_before_any_change(tmp_path, site_vars, needle):
     assert proc.returncode != 0
     assert needle in out.replace("\n", " ").replace("  ", " ") or needle in out, out[-4000:]
     assert _untouched(tmp_path)
+
+
+def _typed_options(role: str) -> dict:
+    """The role's int, float and bool options that have a non-string default, with that default."""
+    spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    return {name: defaults[name] for name, o in spec["options"].items()
+            if o.get("type") in ("int", "float", "bool") and name in defaults
+            and not isinstance(defaults[name], str) and name != "broker_validate_only"}
+
+
+def test_numbers_and_booleans_given_as_strings_work_as_typed(tmp_path):
+    """`-e key=value` and AWX text surveys give every value as a string (issue 16): each int, float and bool option of
+    both roles, given as a string, renders and validates like its typed default, and a string "false" is false."""
+    typed = {**_typed_options("broker"), **_typed_options("mirror")}
+    assert len(typed) >= 15, typed
+    strings = [a for name, value in typed.items()
+               for a in ("-e", f"{name}={str(value).lower() if isinstance(value, bool) else value}")]
+    proc, out = _play(tmp_path, {}, "-e", "broker_validate_only=true", *strings, "-e", "mirror_sync=false",
+                      "-e", "broker_persistence_enabled=false", "-vvv")
+    assert proc.returncode == 0, out[-4000:]
+    assert "<persistence-enabled>false</persistence-enabled>" in out, "a string 'false' was taken as true"
+    assert 'sync="true"' not in out
+    assert _untouched(tmp_path)
