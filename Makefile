@@ -20,7 +20,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule schemas plugin awx-collection ee-context test-plugin test lab-up lab-down demo bench build constraints system-deps clean
+        test-traffic molecule schemas plugin venv-oldest awx-collection ee-context test-plugin test lab-up lab-down demo bench build constraints system-deps clean
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
@@ -56,6 +56,16 @@ constraints: $(STAMP)
 	{ echo '# Exact versions the suite is tested with (pip freeze of a working .venv). Regenerate: make constraints'; \
 	  $(PY) -m pip freeze --exclude-editable; } > requirements/constraints.txt
 
+# The oldest ansible-core the collection claims (meta/runtime.yml requires_ansible) in its own venv, for
+# tests/lab/test_oldest_ansible.py.
+VENV_OLDEST := $(BUILD)/venv-oldest-ansible
+$(VENV_OLDEST)/.installed: requirements/oldest-ansible.txt
+	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
+	$(VENV_OLDEST)/bin/python -m pip install -q --upgrade pip
+	$(VENV_OLDEST)/bin/python -m pip install -q -r requirements/oldest-ansible.txt
+	touch $@
+venv-oldest: $(VENV_OLDEST)/.installed
+
 # --- tests --------------------------------------------------------------------------------
 # awx.awx for extensions/awx (AWX as code) and its lint: from the hash-pinned wheel in requirements/awx.txt.
 AWX_COLL := $(COLL_ROOT)/ansible_collections/awx/awx/MANIFEST.json
@@ -78,7 +88,7 @@ schemas: venv
 unit: venv schemas awx-collection
 	bash tests/run-pytest.sh unit tests/unit
 
-test-lab: venv plugin
+test-lab: venv plugin venv-oldest
 	bash tests/run-pytest.sh lab tests/lab
 
 test-integration: venv system-deps plugin

@@ -104,6 +104,19 @@ def _dupes(items, key):
     return out
 
 
+def as_int(value):
+    """An integer given as an int or as its decimal text ("20616", "-1": ansible-core before 2.19 renders templated
+    numbers as text, and so do -e and AWX text surveys); None for anything else (a bool is not a number here)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip() if isinstance(value, str) else ""
+    if text[1:].isdigit() if text[:1] in "+-" else text.isdigit():
+        return int(text)
+    return None
+
+
 def semantic_errors(config, version):
     """config keys (all optional): name, acceptors, mirror_acceptor, http_port, connections, users,
     extra_users, admin_user, admin_role, security_settings, extra_security_settings, addresses, ha_policy,
@@ -133,16 +146,16 @@ def semantic_errors(config, version):
             errors.append("%s.name: acceptor name %r is already used by %s" % (path, name, seen_names[name]))
         else:
             seen_names[name] = path
-        port = acc.get("port")
-        if not isinstance(port, int) or not 1 <= port <= 65535:
-            errors.append("%s.port: %r is not a TCP port (1-65535)" % (path, port))
+        port = as_int(acc.get("port"))
+        if port is None or not 1 <= port <= 65535:
+            errors.append("%s.port: %r is not a TCP port (1-65535)" % (path, acc.get("port")))
             continue
         if port in seen_ports:
             errors.append("%s.port: port %d is already used by %s" % (path, port, seen_ports[port]))
         else:
             seen_ports[port] = path
-    http_port = config.get("http_port")
-    if isinstance(http_port, int) and http_port in seen_ports:
+    http_port = as_int(config.get("http_port"))
+    if http_port is not None and http_port in seen_ports:
         errors.append("broker_http_port: port %d is already used by %s" % (http_port, seen_ports[http_port]))
 
     # users and roles
@@ -193,13 +206,14 @@ def semantic_errors(config, version):
             if not URI_ALTERNATE.match(alt):
                 errors.append("%s.uri: %r is not tcp://host:port[?params] (alternates are separated by '#')"
                               % (path, alt))
-        ri = conn.get("retry_interval", 5000)
-        if not isinstance(ri, int) or ri <= 0:
-            errors.append("%s.retry_interval: must be a number of milliseconds > 0, got %r" % (path, ri))
-        ra = conn.get("reconnect_attempts", -1)
-        if not isinstance(ra, int) or ra == 0 or ra < -1:
+        ri = as_int(conn.get("retry_interval", 5000))
+        if ri is None or ri <= 0:
+            errors.append("%s.retry_interval: must be a number of milliseconds > 0, got %r"
+                          % (path, conn.get("retry_interval")))
+        ra = as_int(conn.get("reconnect_attempts", -1))
+        if ra is None or ra == 0 or ra < -1:
             errors.append("%s.reconnect_attempts: must be -1 (retry forever) or a positive number; Artemis "
-                          "rejects 0, got %r" % (path, ra))
+                          "rejects 0, got %r" % (path, conn.get("reconnect_attempts")))
         if conn.get("user") and not conn.get("has_password", True):
             errors.append("%s.password: a password is needed when user is set" % path)
         mirror = conn.get("mirror")

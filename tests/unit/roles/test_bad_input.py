@@ -166,6 +166,11 @@ def test_good_inventory_validates_without_touching_the_host(tmp_path):
     ("site_vars", "needle"),
     [
         ({"broker_service_mode": "docker"}, "broker_service_mode"),
+        # issue 16: "*://127.0.0.1*" would also accept the Origin http://127.0.0.1.evil.example
+        ({"broker_jolokia_origins": ["*://127.0.0.1:8161", "*://127.0.0.1*"]},
+         'broker_jolokia_origins: ["*://127.0.0.1*"] would also accept an Origin such as http://127.0.0.1.evil.example'),
+        ({"broker_admin_password": None}, "broker_admin_password"),
+        ({"broker_admin_password": ""}, "broker_admin_password: must be a non-empty string"),
         (
             {"broker_mirror_acceptor": {"enabled": True, "port": 61616}},
             "broker_mirror_acceptor.port: port 61616 is already used by broker_acceptors[0]",

@@ -45,6 +45,19 @@ def test_clean_config_has_no_errors():
     assert broker_xml.semantic_errors(_base(), "2.44.0") == []
 
 
+def test_numbers_given_as_text_are_numbers():
+    """ansible-core before 2.19 renders templated numbers ("{{ base + 616 }}") as text, and so do -e and AWX text
+    surveys: the lab deploy on ansible-core 2.16 failed here with "'20616' is not a TCP port" (issue 16)."""
+    conn = dict(_base()["connections"][0], retry_interval="1000", reconnect_attempts="-1")
+    config = _base(acceptors=[{"name": "artemis", "port": "20616"}], http_port="8161", connections=[conn],
+                   mirror_acceptor={"enabled": True, "name": "mirror", "port": "20617"})
+    assert broker_xml.semantic_errors(config, "2.44.0") == []
+    bad = _base(acceptors=[{"name": "artemis", "port": "616x"}, {"name": "b", "port": True}])
+    assert broker_xml.semantic_errors(bad, "2.44.0") == [
+        "broker_acceptors[0].port: '616x' is not a TCP port (1-65535)",
+        "broker_acceptors[1].port: True is not a TCP port (1-65535)"]
+
+
 @pytest.mark.parametrize(
     ("over", "expected"),
     [
