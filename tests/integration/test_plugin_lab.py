@@ -45,12 +45,13 @@ def mirror_url(lab: Lab, site: str) -> str:
     return f"amqp://127.0.0.1:{lab.endpoints['sites'][site]['acceptors']['mirror']}"
 
 
-def send_one(url: str, body: str) -> str:
-    """Send one durable message as the lab's admin (a client, not the mirror user): 'accepted' or 'rejected'."""
+def send_one(url: str, body: str, user: str = ADMIN_USER, password: str = ADMIN_PASSWORD) -> str:
+    """Send one durable message (by default as the lab's admin, a client, not the mirror user): 'accepted' or
+    'rejected'."""
     from proton import Delivery, Message
     from proton.utils import BlockingConnection, SendException
 
-    conn = BlockingConnection(url, user=ADMIN_USER, password=ADMIN_PASSWORD, allowed_mechs="PLAIN", timeout=20)
+    conn = BlockingConnection(url, user=user, password=password, allowed_mechs="PLAIN", timeout=20)
     try:
         sender = conn.create_sender(GUARD_ADDRESS)
         try:
@@ -140,3 +141,22 @@ def test_replication_latency_is_measured_on_the_passive_site_while_traffic_flows
     assert est["rpo_seconds_est"] is not None and est["rpo_basis"] in ("empty", "replication_latency_p99"), est
     assert est["duplicates_at_risk_est"] is not None and est["in_flight_deliveries"] is not None, est
     assert mirror["site"]["continuity_plugin"]["site_role"] == "active"
+
+
+def test_the_mirror_user_cannot_use_a_client_acceptor(lab):
+    """Issue 16: the mirror user may send to and consume from every mirrored address. Through the active site's client
+    acceptor it gets no session (the role renders mirror-user-acceptors=mirror), so it can neither inject nor read
+    application messages; the mirrors, which log in as that user through the mirror acceptors, keep flowing."""
+    import yaml
+
+    mirror_password = yaml.safe_load((Path(__file__).resolve().parents[2] / "inventories" / "lab" / "group_vars"
+                                      / "artemis.yml").read_text())["mirror_password"]
+    client_url = lab.amqp_url("dc1")
+    with pytest.raises(Exception) as refused:  # proton's exception type depends on where the refusal lands
+        send_one(client_url, "injected", user="mirror", password=mirror_password)
+    print(f"\nmirror user on dc1's client acceptor: {type(refused.value).__name__}: {refused.value}")
+    log = (lab.instance("dc1") / "log" / "artemis.log").read_text(errors="replace")
+    assert "user 'mirror' is a mirror user and may only come in through mirror" in log
+    assert send_one(client_url, "from a client") == "accepted"  # the application is not affected
+    failed, mirror = lab.module("mirror_info", lab.site_args("dc1", sample_interval=0))
+    assert not failed and all(c["connected"] for c in mirror["connections"]), mirror

@@ -242,8 +242,9 @@ def test_continuity_plugin_renders_every_property_as_the_plugin_reads_it():
     assert [p.get("class-name") for p in plugins] == [
         "org.apache.activemq.artemis.core.server.plugin.impl.LoggingActiveMQServerPlugin", CONTINUITY_CLASS]
     assert {p.get("key"): p.get("value") for p in plugins[1]} == {
-        "mirror-users": "mirror,bridge", "mirror-acceptors": "", "initial-role": "passive", "window-seconds": "30",
-        "max-addresses": "500", "latency-origin": "timestamp", "include-internal-queues": "false"}
+        "mirror-users": "mirror,bridge", "mirror-acceptors": "", "mirror-user-acceptors": "mirror",
+        "initial-role": "passive", "window-seconds": "30", "max-addresses": "500", "latency-origin": "timestamp",
+        "include-internal-queues": "false"}
     # the jar goes to lib/ with the other plugin jars (tasks/plugins.yml loops over broker__plugins)
     ctx = context("broker", load_vars("continuity_plugin.yml")["vars"], {"broker__version": "2.44.0"})
     entries = ctx["broker__plugins"]
@@ -258,6 +259,11 @@ def test_continuity_plugin_disabled_renders_nothing_and_state_file_only_when_set
                                                             "jar_checksum": "sha256:ab", "state_file": "/d/role",
                                                             "latency_origin": "ingress"}})
     assert props["state-file"] == "/d/role" and props["latency-origin"] == "ingress"
+    # the mirror users come in only through the mirror acceptor by default; [] allows any acceptor
+    assert props["mirror-user-acceptors"] == "mirror"
+    props = _continuity_entry({"broker_continuity_plugin": {"enabled": True, "jar_url": "https://h/p.jar",
+                                                            "jar_checksum": "sha256:ab", "mirror_user_acceptors": []}})
+    assert props["mirror-user-acceptors"] == ""
     assert props["initial-role"] == "active"  # the default of meta/argument_specs.yml
 
 

@@ -37,6 +37,10 @@ final class ContinuityAttributes {
                    () -> String.join(",", guard.mirrorUsers())));
       a.add(string("MirrorAcceptors", "comma list", "Acceptors whose connections are exempt from the passive guard (property mirror-acceptors)",
                    () -> String.join(",", guard.mirrorAcceptors())));
+      a.add(string("MirrorUserAcceptors", "comma list", "The only acceptors the mirror users may come in through (property mirror-user-acceptors; empty = any)",
+                   () -> String.join(",", new java.util.TreeSet<>(guard.mirrorUserAcceptors()))));
+      a.add(count("MirrorUserRefusals", "Sends and consumers of a mirror user refused because they came in through another acceptor",
+                  guard::refusedMirrorUserSessions));
       a.add(count("PassiveGuardRefusals", "Producer sends and consumer creations refused while passive (sum of the two below)",
                   guard::refusals));
       a.add(count("PassiveGuardRefusedSends", "Messages refused while passive", guard::refusedSends));

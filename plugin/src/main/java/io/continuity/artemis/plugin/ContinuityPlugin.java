@@ -64,6 +64,7 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
 
    private volatile ActiveMQServer server;
    private volatile SessionRegistry sessions;
+   private volatile AcceptorResolver acceptorResolver;
    private volatile PassiveSiteGuard guard;
    private volatile AckModelTracker acks;
    private volatile ReplicationLatencyTracker replication;
@@ -108,9 +109,10 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
       String brokerName = server.getConfiguration().getName();
       SimpleString managementAddress = server.getConfiguration().getManagementAddress();
 
-      this.sessions = new SessionRegistry(new AcceptorResolver(server));
-      this.guard = new PassiveSiteGuard(store, loaded.role(), config.mirrorUsers(), config.mirrorAcceptors(), managementAddress,
-                                        brokerName, LOG::error);
+      this.acceptorResolver = new AcceptorResolver(server);
+      this.sessions = new SessionRegistry(acceptorResolver);
+      this.guard = new PassiveSiteGuard(store, loaded.role(), config.mirrorUsers(), config.mirrorAcceptors(),
+                                        config.mirrorUserAcceptors(), managementAddress, brokerName, LOG::error);
       this.acks = new AckModelTracker(server, sessions, time, config.windowMillis(), PluginConfig.WINDOW_SLOTS,
                                       config.maxAddresses(), config.includeInternalQueues());
       this.replication = new ReplicationLatencyTracker(time, config.windowMillis(), PluginConfig.WINDOW_SLOTS,
@@ -143,9 +145,9 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
       };
       server.registerActivateCallback(stopCallback);
       callbackServer = server;
-      LOG.info("continuity plugin: site role {} ({} {}), MBean {}, mirror-users={}, mirror-acceptors={}",
+      LOG.info("continuity plugin: site role {} ({} {}), MBean {}, mirror-users={}, mirror-acceptors={}, mirror-user-acceptors={}",
                loaded.role().label(), loaded.source(), store.file().toAbsolutePath(), reg.name(), config.mirrorUsers(),
-               config.mirrorAcceptors());
+               config.mirrorAcceptors(), config.mirrorUserAcceptors());
    }
 
    @Override
@@ -232,7 +234,13 @@ public class ContinuityPlugin implements ActiveMQServerPlugin {
    public void beforeCreateSession(String name, String username, int minLargeMessageSize, RemotingConnection connection,
                                    boolean autoCommitSends, boolean autoCommitAcks, boolean preAcknowledge, boolean xa,
                                    String defaultAddress, SessionCallback callback, boolean autoCreateQueues,
-                                   OperationContext context, Map<SimpleString, RoutingType> prefixes) {
+                                   OperationContext context, Map<SimpleString, RoutingType> prefixes)
+      throws ActiveMQException {
+      PassiveSiteGuard g = guard;
+      AcceptorResolver resolver = acceptorResolver;
+      if (g != null && resolver != null && connection != null && !AcceptorResolver.isOutboundOrInternal(connection)) {
+         g.checkSession(username, resolver.resolve(connection), connection.getID(), connection.getRemoteAddress());
+      }
       SessionRegistry s = sessions;
       if (s != null) {
          s.beforeCreate(name, autoCommitSends, autoCommitAcks, preAcknowledge, xa);

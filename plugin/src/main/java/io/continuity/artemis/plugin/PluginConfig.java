@@ -19,6 +19,7 @@ public record PluginConfig(Path stateFile,
                            SiteRole initialRole,
                            Set<String> mirrorUsers,
                            Set<String> mirrorAcceptors,
+                           Set<String> mirrorUserAcceptors,
                            int windowSeconds,
                            int maxAddresses,
                            LatencyOrigin latencyOrigin,
@@ -28,13 +29,15 @@ public record PluginConfig(Path stateFile,
    public static final String INITIAL_ROLE = "initial-role";
    public static final String MIRROR_USERS = "mirror-users";
    public static final String MIRROR_ACCEPTORS = "mirror-acceptors";
+   /** The only acceptors the mirror users may come in through (empty: any); elsewhere their sessions are refused. */
+   public static final String MIRROR_USER_ACCEPTORS = "mirror-user-acceptors";
    public static final String WINDOW_SECONDS = "window-seconds";
    public static final String MAX_ADDRESSES = "max-addresses";
    public static final String LATENCY_ORIGIN = "latency-origin";
    public static final String INCLUDE_INTERNAL_QUEUES = "include-internal-queues";
 
    public static final List<String> KNOWN = List.of(STATE_FILE, INITIAL_ROLE, MIRROR_USERS, MIRROR_ACCEPTORS,
-                                                    WINDOW_SECONDS, MAX_ADDRESSES, LATENCY_ORIGIN,
+                                                    MIRROR_USER_ACCEPTORS, WINDOW_SECONDS, MAX_ADDRESSES, LATENCY_ORIGIN,
                                                     INCLUDE_INTERNAL_QUEUES);
 
    /** File name used under the broker's data directory when state-file is not set. */
@@ -50,6 +53,7 @@ public record PluginConfig(Path stateFile,
                               role(p.getOrDefault(INITIAL_ROLE, "active")),
                               list(p.get(MIRROR_USERS)),
                               list(p.get(MIRROR_ACCEPTORS)),
+                              list(p.get(MIRROR_USER_ACCEPTORS)),
                               intIn(p, WINDOW_SECONDS, 60, WINDOW_SLOTS, 86_400),
                               intIn(p, MAX_ADDRESSES, 500, 1, 100_000),
                               LatencyOrigin.parse(p.getOrDefault(LATENCY_ORIGIN, "timestamp")),

@@ -239,4 +239,30 @@ class PassiveGuardIT {
          b.close();
       }
    }
+
+   @Test
+   void theMirrorUserComesInOnlyThroughTheMirrorAcceptor() throws Exception {
+      EmbeddedBroker b = broker(dir.resolve("role2")).pluginProperty("mirror-user-acceptors", "mirror").start();
+      try {
+         b.server().createQueue(QueueConfiguration.of(QUEUE).setRoutingType(RoutingType.ANYCAST));
+         as(b, "clients", "app", s -> send(s, "application data"));
+         // through the client acceptor the mirror user gets no session, even on an active site: it can neither inject,
+         // read nor browse application messages
+         Exception refused = assertThrows(Exception.class, () -> as(b, "clients", "mirror", s -> send(s, "injected")));
+         ActiveMQSecurityException sec = assertInstanceOf(ActiveMQSecurityException.class, refused);
+         assertTrue(sec.getMessage().contains("is a mirror user and may only come in through mirror"), sec.getMessage());
+         assertEquals("active", b.attribute("SiteRole"));
+         assertEquals("mirror", b.attribute("MirrorUserAcceptors"));
+         assertEquals(1L, b.attribute("MirrorUserRefusals"));
+         // through the mirror acceptor it works as before (what an incoming mirror does)
+         as(b, "mirror", "mirror", s -> {
+            send(s, "mirrored");
+            assertEquals("application data", receive(s));
+            assertEquals("mirrored", receive(s));
+         });
+         assertEquals(2L, b.server().locateQueue(QUEUE).getMessagesAdded(), "the injected message never arrived");
+      } finally {
+         b.close();
+      }
+   }
 }

@@ -3,6 +3,7 @@ package io.continuity.artemis.plugin.guard;
 import java.io.IOException;
 import java.time.Instant;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -21,11 +22,17 @@ import org.apache.activemq.artemis.core.server.Queue;
  * the AMQP protocol turns it into an {@code amqp:unauthorized-access} error on the refused link or delivery while
  * the connection stays up (any other exception type closes the whole AMQP connection as an internal error).
  *
+ * <p>Whatever the role, a mirror user that comes in through an acceptor other than its {@code mirror-user-acceptors}
+ * gets no session ({@link #checkSession}): the mirror user may send to and consume from every mirrored address, so
+ * through a client acceptor it could read or inject application messages.
+ *
  * <p>Left alone on purpose: sends to the management address (CLI tools and the console work on a passive site),
  * consumers on temporary queues (their management replies), queue browsers (read only), and acks of messages delivered
  * before the switch to passive.
  */
 public final class PassiveSiteGuard {
+
+   private static final String PLUGIN_PROPERTY = "mirror-user-acceptors";
 
    /** Bound on remembered connections (entries leave when their connection is destroyed). */
    private static final int MAX_LOGGED_CONNECTIONS = 10_000;
@@ -33,6 +40,7 @@ public final class PassiveSiteGuard {
    private final SiteRoleStore store;
    private final Set<String> mirrorUsers;
    private final Set<String> mirrorAcceptors;
+   private final Set<String> mirrorUserAcceptors;
    private final SimpleString managementAddress;
    private final String brokerName;
    private final Consumer<String> errorLog;
@@ -43,14 +51,22 @@ public final class PassiveSiteGuard {
    private final AtomicLong refusedSends = new AtomicLong();
    private final AtomicLong refusedConsumers = new AtomicLong();
    private final AtomicLong refusedClients = new AtomicLong();
+   private final AtomicLong refusedMirrorUserSessions = new AtomicLong();
 
    public PassiveSiteGuard(SiteRoleStore store, SiteRole initialRole, Set<String> mirrorUsers, Set<String> mirrorAcceptors,
                            SimpleString managementAddress, String brokerName, Consumer<String> errorLog) {
+      this(store, initialRole, mirrorUsers, mirrorAcceptors, Set.of(), managementAddress, brokerName, errorLog);
+   }
+
+   public PassiveSiteGuard(SiteRoleStore store, SiteRole initialRole, Set<String> mirrorUsers, Set<String> mirrorAcceptors,
+                           Set<String> mirrorUserAcceptors, SimpleString managementAddress, String brokerName,
+                           Consumer<String> errorLog) {
       this.store = store;
       this.role = initialRole;
       this.roleSince = Instant.now();
       this.mirrorUsers = Set.copyOf(mirrorUsers);
       this.mirrorAcceptors = Set.copyOf(mirrorAcceptors);
+      this.mirrorUserAcceptors = Set.copyOf(mirrorUserAcceptors);
       this.managementAddress = managementAddress;
       this.brokerName = brokerName;
       this.errorLog = errorLog;
@@ -90,6 +106,29 @@ public final class PassiveSiteGuard {
          return true;
       }
       return info.acceptor() != null && mirrorAcceptors.contains(info.acceptor());
+   }
+
+   /**
+    * Called before a client session is created (after authentication): a mirror user coming in through an acceptor
+    * other than its {@code mirror-user-acceptors} gets no session at all, so it can neither send, consume nor browse,
+    * and no per-message check is needed on an active site. {@code acceptor} is null for the broker's own connections.
+    */
+   public void checkSession(String user, String acceptor, Object connectionId, String client) throws ActiveMQSecurityException {
+      if (mirrorUserAcceptors.isEmpty() || user == null || acceptor == null || !mirrorUsers.contains(user)
+         || mirrorUserAcceptors.contains(acceptor)) {
+         return;
+      }
+      refusedMirrorUserSessions.incrementAndGet();
+      String message = "Broker '" + brokerName + "': user '" + user + "' is a mirror user and may only come in through "
+         + String.join(", ", new TreeSet<>(mirrorUserAcceptors)) + " (continuity plugin, " + PLUGIN_PROPERTY
+         + "): refused a session through acceptor '" + acceptor + "'.";
+      if (loggedConnections.size() >= MAX_LOGGED_CONNECTIONS) {
+         loggedConnections.clear();
+      }
+      if (connectionId == null || loggedConnections.add(connectionId)) {
+         errorLog.accept(message + " Client: " + client + ".");
+      }
+      throw new ActiveMQSecurityException(message);
    }
 
    /** Called before a message from a client session is routed. */
@@ -138,6 +177,14 @@ public final class PassiveSiteGuard {
                             ". Further refusals for this connection are only counted (PassiveGuardRefusals).");
       }
       return new ActiveMQSecurityException(message);
+   }
+
+   public Set<String> mirrorUserAcceptors() {
+      return mirrorUserAcceptors;
+   }
+
+   public long refusedMirrorUserSessions() {
+      return refusedMirrorUserSessions.get();
    }
 
    /** Forgets a destroyed connection so its entry does not linger. */
