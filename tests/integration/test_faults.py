@@ -116,6 +116,16 @@ def breaches(status_out: str) -> set[str]:
     return set(re.findall(r"(?:^|\); )(\w+) \(", match.group(1))) if match else set()
 
 
+def reads_true(client, mbean: str, attribute: str):
+    """A predicate for ``kill_when``: the attribute reads true (a read that fails this instant is not true)."""
+    def check() -> bool:
+        try:
+            return client.read(mbean, attribute) is True
+        except Exception:  # not readable this instant: keep watching
+            return False
+    return check
+
+
 def state(lab: Lab) -> tuple[dict, dict]:
     return lab.roles(), {s: lab.persisted_role(s) for s in SITES}
 
@@ -170,15 +180,8 @@ def test_inside_the_switch_quiesce(lab, load):
     to = passive_of(lab)
     client = lab.client(old, timeout=1.0)
     queue = objectname.queue(old, ADDRESS, ADDRESS, "anycast")
-
-    def paused() -> bool:
-        try:
-            return client.read(queue, "Paused") is True
-        except Exception:  # not readable this instant: keep watching
-            return False
-
     killed = controller(lab, "swapover.yml", {"continuity_to_site": to, "continuity_evidence_dir": str(evidence)},
-                        kill_when=paused)
+                        kill_when=reads_true(client, queue, "Paused"))
     assert killed["killed"], killed["out"][-2000:]
     roles, persisted = state(lab)
     status = controller(lab, "status.yml", {"continuity_evidence_dir": str(evidence)})
@@ -200,14 +203,7 @@ def test_inside_the_switch_right_after_the_activation_then_the_old_broker_restar
     _traffic, sampler, evidence = load
     old = next(s for s in SITES if lab.roles()[s] == "active")
     to = passive_of(lab)
-    watcher = lab.client(to, timeout=1.0)
-
-    def opened() -> bool:
-        try:
-            return watcher.read(objectname.acceptor(to, "artemis"), "Started") is True
-        except Exception:  # not readable this instant: keep watching
-            return False
-
+    opened = reads_true(lab.client(to, timeout=1.0), objectname.acceptor(to, "artemis"), "Started")
     killed = controller(lab, "swapover.yml", {"continuity_to_site": to, "continuity_evidence_dir": str(evidence)},
                         kill_when=opened)
     assert killed["killed"], killed["out"][-2000:]
