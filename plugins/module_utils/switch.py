@@ -240,8 +240,8 @@ def quiesce(site: Site, snapshot: dict, settle_timeout: float = 5.0, settle_slee
 
 def release(site: Site, quiesced: Optional[dict], also: Sequence[str] = ()) -> None:
     """Undo :func:`quiesce`: resume the queues it paused, and the queue MBeans in ``also``."""
-    mbeans = list(quiesced["paused"] if quiesced else []) + [m for m in also if not quiesced
-                                                              or m not in quiesced["paused"]]
+    ours = list(quiesced["paused"]) if quiesced else []
+    mbeans = ours + [m for m in also if m not in ours]
     _bulk_exec(site, [(m, "resume()") for m in mbeans])
 
 
@@ -254,9 +254,12 @@ def left_paused(site: Site, snapshot: dict) -> Dict[str, str]:
     (issue 16 item 5). Pauses are not mirrored, so none of them follows clients to the other site anyway."""
     broker = site.broker()
     queues = site_state.client_queues(snapshot)
-    return {name: queues[name].get("mbean") or on.queue(broker, queues[name].get("address") or name, name,
-                                                         queues[name].get("routing_type") or "anycast")
-            for name in site_state.paused_client_queues(snapshot) or []}
+    out = {}
+    for name in site_state.paused_client_queues(snapshot) or []:
+        q = queues[name]
+        routing = q.get("routing_type") or "anycast"
+        out[name] = q.get("mbean") or on.queue(broker, q.get("address") or name, name, routing)
+    return out
 
 
 def set_guard(site: Site, role: str, snapshot: Optional[dict] = None, check_mode: bool = False) -> dict:
