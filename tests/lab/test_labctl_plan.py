@@ -16,8 +16,9 @@ def test_documented_port_layout() -> None:
     assert plan.version == labctl.DEFAULT_VERSION
 
 
-def test_auto_base_gives_a_free_numeric_block_the_inventory_can_use() -> None:
-    plan = labctl.make_plan({"LAB_PORT_BASE": "auto"})
+def test_auto_base_gives_a_free_numeric_block_the_inventory_can_use(tmp_path) -> None:
+    # a fresh lab root: the default one (build/lab) keeps the block of a lab that is up there (make lab-up)
+    plan = labctl.make_plan({"LAB_PORT_BASE": "auto", "LAB_ROOT": str(tmp_path / "lab")})
     assert plan.base % 1000 == 0 and 21000 <= plan.base < 31500
     assert labctl.plan_env(plan)["LAB_PORT_BASE"] == str(plan.base)
     ports = labctl.block_ports(plan.base)
