@@ -66,7 +66,7 @@ class Lab:
         port = self.base + 161 + PORT_OFFSETS[site]
         req = urllib.request.Request(
             f"http://127.0.0.1:{port}/console/jolokia/", data=json.dumps(body).encode(), method="POST",
-            headers={"Origin": "http://127.0.0.1", "Content-Type": "application/json",
+            headers={"Origin": f"http://127.0.0.1:{port}", "Content-Type": "application/json",
                      "Authorization": "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode()})
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read())

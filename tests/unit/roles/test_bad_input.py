@@ -171,6 +171,7 @@ def test_good_inventory_validates_without_touching_the_host(tmp_path):
          'broker_jolokia_origins: ["*://127.0.0.1*"] would also accept an Origin such as http://127.0.0.1.evil.example'),
         ({"broker_admin_password": None}, "broker_admin_password"),
         ({"broker_admin_password": ""}, "broker_admin_password: must be a non-empty string"),
+        ({"mirror_sites": ["dc1", "dc2", "dc3"]}, "mirror_sites: dual mirroring joins exactly two sites"),
         (
             {"broker_mirror_acceptor": {"enabled": True, "port": 61616}},
             "broker_mirror_acceptor.port: port 61616 is already used by broker_acceptors[0]",

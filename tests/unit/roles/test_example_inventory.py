@@ -73,3 +73,22 @@ def test_the_runbooks_resolve_the_example_topology_to_two_sites_one_an_ha_pair(t
     assert "Cannot resolve dc2-a.example.net" in said  # the primary describes dc2 while no broker of it is live
     assert "dc2: no broker of the pair serves (dc2, dc2-backup): the site is down, see the failover runbook" in said
     assert out.returncode != 0 and "SLA breached" in out.stdout + out.stderr  # nothing answers: a breach, as it should
+
+
+def test_a_runbook_refuses_an_inventory_whose_fence_would_cut_the_mirror(tmp_path):
+    """Issue 16: listing the mirror acceptor among the client acceptors (or having no mirror acceptor) would make the
+    fence stop the peer's incoming mirror. Every runbook refuses such an inventory in sites.yml, before any change,
+    naming the variable."""
+    base = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(ROOT / "inventories" / "example" / "hosts.yml"),
+            str(ROOT / "playbooks" / "swapover.yml"), "-e", "ansible_connection=local",
+            "-e", f"ansible_python_interpreter={ROOT / '.venv' / 'bin' / 'python'}",
+            "-e", f"continuity_evidence_dir={tmp_path / 'evidence'}"]
+    for extra, needle in (
+            ('{"continuity_client_acceptors": ["artemis", "mirror"]}',
+             "continuity_client_acceptors lists the mirror acceptor mirror: fencing this site would stop it"),
+            ('{"broker_mirror_acceptor": {"enabled": false}}',
+             "broker_mirror_acceptor.enabled is false, so the mirror of the peer site comes in through a client")):
+        out = subprocess.run([*base, "-e", extra], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        said = " ".join(out.stdout.split())
+        assert out.returncode != 0 and needle in said and "Nothing was changed" in said, said[-2500:]
+        assert not (tmp_path / "evidence").exists()  # stopped before the runbook recorded anything
