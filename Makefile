@@ -30,26 +30,31 @@ help:
 	@echo "make record - record the unit tests' Jolokia answers from a private real lab (RECORD_VERSION=$(RECORD_VERSION))"
 
 # --- environment --------------------------------------------------------------------------
-$(STAMP): $(REQS)
+# The tools are Python distributions (agent/, traffic/, pipeline/, lab/ each with a pyproject.toml), installed
+# editable so the checkout's code runs.
+TOOLS       := agent traffic pipeline lab
+$(STAMP): $(REQS) $(TOOLS:%=%/pyproject.toml)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version' 
 	@command -v java >/dev/null || { echo "Java 17+ is required (PySpark): apt-get install openjdk-17-jre-headless"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel
-	$(PY) -m pip install -q -r requirements/controller.txt -r requirements/test.txt -c requirements/constraints.txt
+	$(PY) -m pip install -q -r requirements/controller.txt -r requirements/test.txt -c requirements/constraints.txt \
+	  -e ./agent -e ./traffic -e './pipeline[spark]' -e ./lab
 	touch $@
 
-# The checkout doubles as the collection: link it where Ansible (and plain Python imports of
-# ansible_collections.continuity.artemis...) find it, so agent, pipeline and modules share one module_utils.
+# The tools import the collection's core as ansible_collections.continuity.artemis: the collection is installed
+# where Python (and ansible-core's sys.path scan) finds `ansible_collections`, the venv's site-packages. For
+# development that install is a link to this checkout, like `pip install -e` (docs/architecture.md). ansible-test
+# needs the checkout under a path ending in ansible_collections/continuity/artemis as well: build/collections.
 $(COLL_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn $(ROOT) $@
 
-$(VENV)/.collection-pth: $(STAMP) | $(COLL_LINK)
-	echo "$(COLL_ROOT)" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/continuity-artemis-collection.pth"
-	printf '%s\n' "$(ROOT)/lab" "$(ROOT)/pipeline" "$(ROOT)/agent" "$(ROOT)/traffic" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/continuity-artemis-tools.pth"
+$(VENV)/.collection-link: $(STAMP) scripts/link-collection.sh | $(COLL_LINK)
+	bash scripts/link-collection.sh $(PY)
 	touch $@
 
-venv: $(STAMP) $(VENV)/.collection-pth
+venv: $(STAMP) $(VENV)/.collection-link
 collection: venv
 
 constraints: $(STAMP)
@@ -59,10 +64,11 @@ constraints: $(STAMP)
 # The oldest ansible-core the collection claims (meta/runtime.yml requires_ansible) in its own venv, for
 # tests/lab/test_oldest_ansible.py.
 VENV_OLDEST := $(BUILD)/venv-oldest-ansible
-$(VENV_OLDEST)/.installed: requirements/oldest-ansible.txt
+$(VENV_OLDEST)/.installed: requirements/oldest-ansible.txt lab/pyproject.toml scripts/link-collection.sh
 	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
 	$(VENV_OLDEST)/bin/python -m pip install -q --upgrade pip
-	$(VENV_OLDEST)/bin/python -m pip install -q -r requirements/oldest-ansible.txt
+	$(VENV_OLDEST)/bin/python -m pip install -q -r requirements/oldest-ansible.txt -e ./lab
+	bash scripts/link-collection.sh $(VENV_OLDEST)/bin/python
 	touch $@
 venv-oldest: $(VENV_OLDEST)/.installed
 
@@ -128,7 +134,7 @@ lab-down: venv
 RECORD_VERSION ?= $(or $(LAB_ARTEMIS_VERSION),2.44.0)
 .PHONY: record
 record: venv plugin
-	PYTHONPATH=$(ROOT)/lab $(PY) -m continuity_lab.record --version $(RECORD_VERSION) \
+	$(PY) -m continuity_lab.record --version $(RECORD_VERSION) \
 	  --out $(ROOT)/tests/unit/fixtures/recorded/$(RECORD_VERSION)
 
 # --- the main job ------------------------------------------------------------------------

@@ -2,4 +2,4 @@
 # Stop everything lab-up started (brokers via artemis-service, then by pid; WAN links by pid).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-PYTHONPATH="$root/lab${PYTHONPATH:+:$PYTHONPATH}" exec "$root/.venv/bin/python" -m continuity_lab.labctl down "$@"
+exec "$root/.venv/bin/python" -m continuity_lab.labctl down "$@"

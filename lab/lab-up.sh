@@ -5,4 +5,4 @@
 # Env: LAB_ARTEMIS_VERSION (2.44.0), LAB_ROOT (build/lab), LAB_PORT_BASE (20000, or auto). See docs/lab.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-PYTHONPATH="$root/lab${PYTHONPATH:+:$PYTHONPATH}" exec "$root/.venv/bin/python" -m continuity_lab.labctl up "$@"
+exec "$root/.venv/bin/python" -m continuity_lab.labctl up "$@"

@@ -5,4 +5,4 @@ pure logic (verdicts, estimates, report rendering) in ``analysis``, ``report`` a
 tested without a JVM.
 """
 
-__version__ = "1.0.0"
+__version__ = "0.1.0"

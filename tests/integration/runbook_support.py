@@ -101,8 +101,7 @@ class Lab:
         self.inventory = INVENTORIES[topology]
         self.env = {**os.environ, "LAB_ROOT": str(self.root), "LAB_PORT_BASE": str(self.base),
                     "LAB_ARTEMIS_VERSION": version, "LAB_TOPOLOGY": topology,
-                    "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
-                    "PYTHONPATH": str(ROOT / "lab")}
+                    "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0"}
         self.endpoints: dict = {}
         self._clients: dict = {}
 

@@ -76,9 +76,8 @@ def run(module: str, args: dict[str, Any], check: bool = False, diff: bool = Fal
 
 def wan(lab, link: str, action: str) -> None:
     control = lab["endpoints"]["wan"][link]["control_url"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "lab")}
     res = subprocess.run([str(PY), "-m", "continuity_lab.wan", "ctl", "--control", control, action],
-                         capture_output=True, text=True, env=env, timeout=30)
+                         capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stdout + res.stderr
 
 

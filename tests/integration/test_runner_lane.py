@@ -33,7 +33,7 @@ def runner(lab: Lab, tmp_path: Path, playbook: str, extravars: dict[str, str], i
     pdd = tmp_path / ident
     (pdd / "env").mkdir(parents=True)
     (pdd / "env" / "extravars").write_text(yaml.safe_dump(extravars))
-    envvars = {k: lab.env[k] for k in ("LAB_ROOT", "LAB_PORT_BASE", "LAB_ARTEMIS_VERSION", "PYTHONPATH")}
+    envvars = {k: lab.env[k] for k in ("LAB_ROOT", "LAB_PORT_BASE", "LAB_ARTEMIS_VERSION")}
     envvars.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS))
     (pdd / "env" / "envvars").write_text(yaml.safe_dump(envvars))
     res = subprocess.run([str(VENV_BIN / "ansible-runner"), "run", str(pdd), "-p", playbook, "--ident", ident,

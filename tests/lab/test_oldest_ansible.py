@@ -40,7 +40,6 @@ def oldest_lab(tmp_path_factory):
 
     env = {"PATH": f"{OLDEST / 'bin'}:/usr/bin:/bin", "HOME": str(root), "LAB_ROOT": str(root / "lab"),
            "LAB_PORT_BASE": str(labctl.free_port_base()), "LAB_TOPOLOGY": "two-site",
-           "PYTHONPATH": f"{REPO / 'lab'}:{REPO / 'build' / 'collections'}",
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(REPO / "build" / "collections"),
            "ANSIBLE_NOCOLOR": "1"}
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import REPO, wait_for
+from conftest import wait_for
 
 from continuity_lab.wan import WanLink, control
 
@@ -122,21 +121,20 @@ def test_cut_drops_connections_and_refuses_new_then_restore(link: WanLink) -> No
 
 
 def test_cli_serve_and_ctl(echo: int, tmp_path: object) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "lab")}
     proc = subprocess.Popen([sys.executable, "-m", "continuity_lab.wan", "serve", "--target", f"127.0.0.1:{echo}",
-                             "--name", "dc1-dc2", "--latency", "5"], stdout=subprocess.PIPE, text=True, env=env)
+                             "--name", "dc1-dc2", "--latency", "5"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         info = json.loads(proc.stdout.readline())
         port = int(info["listen"].rsplit(":", 1)[1])
         assert _roundtrip(port, b"hello") >= 0.009
         out = subprocess.run([sys.executable, "-m", "continuity_lab.wan", "ctl", "--control", info["control"], "cut"],
-                             capture_output=True, text=True, env=env, check=True)
+                             capture_output=True, text=True, check=True)
         assert json.loads(out.stdout)["cut"] is True
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2)
         subprocess.run([sys.executable, "-m", "continuity_lab.wan", "ctl", "--control", info["control"], "latency",
-                        "0"], check=True, capture_output=True, env=env)
+                        "0"], check=True, capture_output=True)
         status = control(info["control"], "restore")
         assert status["cut"] is False and status["latency_ms"]["forward"] == 0
         wait_for(lambda: _roundtrip(port, b"x") < 0.1, timeout=5)

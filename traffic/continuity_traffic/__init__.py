@@ -1,3 +1,3 @@
 """continuity_traffic: rehearsal traffic with ledgers (``python -m continuity_traffic --help``, docs/traffic.md)."""
 
-__version__ = "1.0.0"
+__version__ = "0.1.0"

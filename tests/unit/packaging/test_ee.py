@@ -71,7 +71,9 @@ def test_ansible_builder_create_from_the_shipped_definition(tarball: Path, tmp_p
     assert "ansible-galaxy collection install" in containerfile or "install-from-bindep" in containerfile
     assert (context / "_build" / "collections" / tarball.name).is_file(), sorted(
         str(p.relative_to(context)) for p in context.rglob("*"))
-    assert "continuity-artemis-collection.pth" in containerfile
+    # the tools are pip-installed from the collection's own folders, and found without a .pth (issue 19)
+    assert ".pth" not in containerfile
+    assert re.search(r"pip install --no-deps \S+/traffic\S* \S+/agent\S* \S+/pipeline", containerfile), containerfile
 
 
 def test_introspection_of_the_installed_collection_finds_what_the_runbooks_need(tarball: Path, tmp_path: Path):
