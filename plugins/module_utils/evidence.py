@@ -32,8 +32,36 @@ SCHEMA_FILE = "evidence-v1.schema.json"
 KINDS = ("run", "sent", "received", "ledger_end", "lag_sample", "canary", "phase", "incident")
 COMMON_FIELDS = ("schema", "kind", "run_id", "ts")
 
-# Built-in check used when jsonschema (or the schema file, e.g. inside an AnsiballZ payload) is not available.
-# tests/unit/plugins/module_utils/test_evidence.py asserts these lists equal the schema's "required" lists.
+# The JSON Schema (schemas/evidence-v1.schema.json) is the source of the format. The tables below repeat what
+# the builders and the built-in check need, because modules run where the file is not shipped (an AnsiballZ
+# payload); tests/unit/plugins/module_utils/test_evidence.py fails when they differ from the schema.
+# FIELDS: each kind's fields after the common ones, in the schema's order (the order of a built record).
+FIELDS = {
+    "run": ("event", "scenario", "sites", "targets", "params", "outcome"),
+    "sent": ("producer", "seq", "msg_id", "address", "site", "send_ts", "confirm_ts", "outcome", "attempt",
+             "durable", "size", "error"),
+    "received": ("consumer", "msg_id", "producer", "seq", "address", "site", "recv_ts", "ack_ts",
+                 "delivery_count", "redelivered", "ack_mode"),
+    "ledger_end": ("ledger", "writer", "records", "clean", "reason"),
+    "lag_sample": ("source", "site", "peer", "connection", "reachable", "started", "connected", "backlog",
+                   "pending_acks", "add_rate", "drain_rate", "lag_seconds", "queue_diff_count", "queue_diffs",
+                   "passive_consumers", "rpo_messages_est", "rpo_seconds_est", "rto_seconds_est", "role", "notes"),
+    "canary": ("canary_id", "origin_site", "target_site", "address", "sent_ts", "seen_ts", "latency_seconds",
+               "outcome", "error"),
+    "phase": ("runbook", "phase", "start_ts", "end_ts", "roles_before", "roles_after", "decision", "reason",
+              "gate_samples", "data"),
+    "incident": ("lost_site", "survivor_site", "incident_ts", "detected_ts", "at_risk_events", "at_risk_seconds",
+                 "last_known"),
+}
+# Optional fields whose schema type does not allow null: a builder leaves them out when they are None (every
+# other field is always present, None written as null).
+NOT_NULL = {
+    "run": ("sites", "targets", "params"),
+    "sent": ("durable", "size"),
+    "received": ("ack_mode",),
+    "lag_sample": ("queue_diffs", "notes"),
+    "phase": ("roles_before", "roles_after", "gate_samples", "data"),
+}
 REQUIRED = {
     "run": ("event", "scenario"),
     "sent": ("producer", "seq", "msg_id", "address", "site", "send_ts", "confirm_ts", "outcome", "attempt"),
@@ -128,13 +156,18 @@ def base_record(kind, run_id, ts=None):
     return {"schema": SCHEMA_ID, "kind": kind, "run_id": run_id, "ts": now() if ts is None else float(ts)}
 
 
-def _record(kind, run_id, ts, fields, optional, extra):
-    """Assemble a record: ``fields`` always present (None -> null), ``optional`` dropped when None (their
-    schema type does not allow null). ``extra`` adds fields the schema leaves open, never overriding ours."""
+_NOT_NULL = {kind: frozenset(NOT_NULL.get(kind, ())) for kind in KINDS}
+
+
+def _record(kind, run_id, ts, values, extra):
+    """Assemble a record from ``values`` (a builder's ``locals()``: its parameters are named after the fields):
+    the kind's ``FIELDS`` in order, None as null except the ``NOT_NULL`` ones, which are left out. ``extra``
+    adds fields the schema leaves open, never overriding ours."""
     rec = base_record(kind, run_id, ts)
-    rec.update(fields)
-    for key, value in optional.items():
-        if value is not None:
+    not_null = _NOT_NULL[kind]
+    for key in FIELDS[kind]:
+        value = values.get(key)
+        if value is not None or key not in not_null:
             rec[key] = value
     if extra:
         clash = sorted(set(extra) & set(rec))
@@ -144,43 +177,34 @@ def _record(kind, run_id, ts, fields, optional, extra):
     return rec
 
 
+# Each builder's parameters are the kind's FIELDS (plus run_id, ts, extra); the unit tests check that they match.
 def run_record(run_id, event, scenario, sites=None, targets=None, params=None, outcome=None, ts=None,
                extra=None):
-    return _record("run", run_id, ts, {"event": event, "scenario": scenario, "outcome": outcome},
-                   {"sites": sites, "targets": targets, "params": params}, extra)
+    return _record("run", run_id, ts, locals(), extra)
 
 
 def sent_record(run_id, producer, seq, msg_id, address, site, send_ts, confirm_ts, outcome, attempt=1,
                 durable=None, size=None, error=None, ts=None, extra=None):
-    return _record("sent", run_id, ts, {
-        "producer": producer, "seq": int(seq), "msg_id": msg_id, "address": address, "site": site,
-        "send_ts": send_ts, "confirm_ts": confirm_ts, "outcome": outcome, "attempt": int(attempt),
-        "error": error,
-    }, {"durable": durable, "size": size}, extra)
+    seq, attempt = int(seq), int(attempt)
+    return _record("sent", run_id, ts, locals(), extra)
 
 
 def received_record(run_id, consumer, msg_id, address, site, recv_ts, ack_ts, delivery_count, producer=None,
                     seq=None, redelivered=None, ack_mode=None, ts=None, extra=None):
     """``redelivered`` defaults to ``delivery_count > 0`` (docs/evidence.md)."""
     delivery_count = int(delivery_count or 0)
-    if redelivered is None:
-        redelivered = delivery_count > 0
-    return _record("received", run_id, ts, {
-        "consumer": consumer, "msg_id": msg_id, "producer": producer, "seq": seq, "address": address,
-        "site": site, "recv_ts": recv_ts, "ack_ts": ack_ts, "delivery_count": delivery_count,
-        "redelivered": bool(redelivered),
-    }, {"ack_mode": ack_mode}, extra)
+    redelivered = delivery_count > 0 if redelivered is None else bool(redelivered)
+    return _record("received", run_id, ts, locals(), extra)
 
 
 def ledger_end_record(run_id, ledger, writer, records, clean, reason=None, ts=None, extra=None):
-    return _record("ledger_end", run_id, ts, {
-        "ledger": ledger, "writer": writer, "records": int(records), "clean": bool(clean), "reason": reason,
-    }, {}, extra)
+    records, clean = int(records), bool(clean)
+    return _record("ledger_end", run_id, ts, locals(), extra)
 
 
-LAG_SAMPLE_FIELDS = ("peer", "connection", "started", "connected", "backlog", "pending_acks", "add_rate",
-                     "drain_rate", "lag_seconds", "queue_diff_count", "passive_consumers", "rpo_messages_est",
-                     "rpo_seconds_est", "rto_seconds_est", "role")
+# The lag_sample fields that are null when unknown (every one but source, site, reachable, queue_diffs, notes).
+LAG_SAMPLE_FIELDS = tuple(f for f in FIELDS["lag_sample"]
+                          if f not in ("source", "site", "reachable") and f not in NOT_NULL["lag_sample"])
 
 
 def lag_sample_record(run_id, source, site, reachable, queue_diffs=None, notes=None, ts=None, extra=None,
@@ -189,10 +213,8 @@ def lag_sample_record(run_id, source, site, reachable, queue_diffs=None, notes=N
     unknown = sorted(set(fields) - set(LAG_SAMPLE_FIELDS))
     if unknown:
         raise EvidenceError("unknown lag_sample field(s): %s" % ", ".join(unknown))
-    values = {"source": source, "site": site, "reachable": bool(reachable)}
-    for name in LAG_SAMPLE_FIELDS:
-        values[name] = fields.get(name)
-    return _record("lag_sample", run_id, ts, values, {"queue_diffs": queue_diffs, "notes": notes}, extra)
+    fields.update(source=source, site=site, reachable=bool(reachable), queue_diffs=queue_diffs, notes=notes)
+    return _record("lag_sample", run_id, ts, fields, extra)
 
 
 def canary_record(run_id, canary_id, origin_site, target_site, address, sent_ts, seen_ts, outcome,
@@ -200,29 +222,36 @@ def canary_record(run_id, canary_id, origin_site, target_site, address, sent_ts,
     """``latency_seconds`` defaults to ``seen_ts - sent_ts`` when both are known."""
     if latency_seconds is None and seen_ts is not None and sent_ts is not None:
         latency_seconds = max(0.0, seen_ts - sent_ts)
-    return _record("canary", run_id, ts, {
-        "canary_id": canary_id, "origin_site": origin_site, "target_site": target_site, "address": address,
-        "sent_ts": sent_ts, "seen_ts": seen_ts, "latency_seconds": latency_seconds, "outcome": outcome,
-        "error": error,
-    }, {}, extra)
+    return _record("canary", run_id, ts, locals(), extra)
 
 
 def phase_record(run_id, runbook, phase, start_ts, end_ts, decision, reason=None, roles_before=None,
                  roles_after=None, gate_samples=None, data=None, ts=None, extra=None):
-    return _record("phase", run_id, ts, {
-        "runbook": runbook, "phase": phase, "start_ts": start_ts, "end_ts": end_ts, "decision": decision,
-        "reason": reason,
-    }, {"roles_before": roles_before, "roles_after": roles_after, "gate_samples": gate_samples, "data": data},
-        extra)
+    return _record("phase", run_id, ts, locals(), extra)
 
 
 def incident_record(run_id, lost_site, survivor_site, incident_ts, detected_ts=None, at_risk_events=None,
                     at_risk_seconds=None, last_known=None, ts=None, extra=None):
-    return _record("incident", run_id, ts, {
-        "lost_site": lost_site, "survivor_site": survivor_site, "incident_ts": incident_ts,
-        "detected_ts": detected_ts, "at_risk_events": at_risk_events, "at_risk_seconds": at_risk_seconds,
-        "last_known": last_known,
-    }, {}, extra)
+    return _record("incident", run_id, ts, locals(), extra)
+
+
+def columns(kind, run_id, ts, **cols):
+    """Records of one kind column-wise, for bulk writers (the synthetic generator writes millions): the same
+    field names and order as the kind's builder, as ``{field: column}``. A column is a sequence of one value
+    per record (list, numpy or Arrow array) or a single value for every record (``schema``, ``kind``,
+    ``run_id`` are); ``ts`` is a column or a value. Every required field must be given; the others may be
+    left out. Encoding is the caller's (:meth:`EvidenceWriter.write_lines` appends the JSON lines)."""
+    if kind not in KINDS:
+        raise EvidenceError("unknown evidence kind %r (known: %s)" % (kind, ", ".join(KINDS)))
+    unknown = sorted(set(cols) - set(FIELDS[kind]))
+    missing = [key for key in REQUIRED[kind] if key not in cols]
+    if unknown or missing:
+        raise EvidenceError("%s columns: unknown %s, missing %s" % (kind, unknown or "none", missing or "none"))
+    out = {"schema": SCHEMA_ID, "kind": kind, "run_id": check_run_id(run_id), "ts": ts}
+    for key in FIELDS[kind]:
+        if key in cols:
+            out[key] = cols[key]
+    return out
 
 
 BUILDERS = {
@@ -255,8 +284,21 @@ def schema_path():
 
 
 def load_schema(path=None):
-    with open(path or schema_path(), "r", encoding="utf-8") as fh:
-        return json.load(fh)
+    """The JSON Schema as a dict. When this module was imported from a zip (``spark-submit --py-files``), the
+    file inside that zip is read through the module's loader: ``open()`` cannot read into a zip."""
+    path = path or schema_path()
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return json.load(fh)
+    except OSError:
+        get_data = getattr(globals().get("__loader__"), "get_data", None)
+        if get_data is None:
+            raise
+        try:
+            data = get_data(path)
+        except OSError:
+            raise EvidenceError("evidence schema not found: %s (set CONTINUITY_EVIDENCE_SCHEMA)" % path) from None
+        return json.loads(data.decode("utf-8"))
 
 
 def _jsonschema_validator(path=None):
@@ -413,6 +455,9 @@ def append_records(evidence_dir, run_id, file_name, records, check_mode=False):
 class EvidenceWriter:
     """Append-only JSON-lines writer.
 
+    Every evidence file is written through this class: runbooks (``append_records``), the agent, the traffic
+    tool, and the synthetic generator (its bulk ledgers through :meth:`write_lines`).
+
     ``ledger`` ("sent"/"received") and ``writer`` (producer/consumer name) make it a ledger: ``close()`` then
     appends a ``ledger_end`` record with the number of records written. ``validate=True`` checks every record
     before writing (raises EvidenceError; used by tests and low-rate writers; the traffic tool builds its
@@ -422,7 +467,7 @@ class EvidenceWriter:
     """
 
     def __init__(self, path, run_id=None, ledger=None, writer=None, validate=False, flush_interval=1.0,
-                 create_dirs=True):
+                 create_dirs=True, truncate=False):
         if ledger is not None and ledger not in ("sent", "received"):
             raise EvidenceError("ledger must be 'sent', 'received' or None, not %r" % (ledger,))
         if ledger is not None and (not run_id or not writer):
@@ -441,7 +486,8 @@ class EvidenceWriter:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
         # Line buffering would flush every record (slow at thousands/s); a 1 MiB buffer plus the timer bounds
         # both the syscalls and the loss window.
-        self._fh = open(self.path, "a", encoding="utf-8", buffering=1024 * 1024)
+        # truncate: a file written whole in one go (the generator), not a ledger appended to across restarts.
+        self._fh = open(self.path, "w" if truncate else "a", encoding="utf-8", buffering=1024 * 1024)
         self._stop = threading.Event()
         self._thread = None
         if self.flush_interval > 0:
@@ -481,6 +527,18 @@ class EvidenceWriter:
     def write_many(self, records):
         for rec in records:
             self.write(rec)
+
+    def write_lines(self, text, count):
+        """Append ``count`` records already encoded as JSON lines (the fast path of bulk writers, which build
+        their records with :func:`columns` and encode them column-wise). Not validated here."""
+        if text and not text.endswith("\n"):
+            text += "\n"
+        with self._lock:
+            if self.closed:
+                raise EvidenceError("evidence writer %s is closed" % self.path)
+            self._fh.write(text)
+            self.records += int(count)
+            self._dirty = True
 
     def flush(self, only_if_dirty=False):
         with self._lock:

@@ -30,6 +30,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from ansible_collections.continuity.artemis.plugins.module_utils import evidence
+
 #: Prefix of the SNF queue (and address) Artemis creates per mirror broker connection.
 MIRROR_QUEUE_PREFIX = "$ACTIVEMQ_ARTEMIS_MIRROR_"
 
@@ -703,10 +705,8 @@ def assess(
     }
 
 
-#: Nullable fields of an evidence ``lag_sample`` record (docs/evidence.md), besides source/site/reachable.
-LAG_SAMPLE_FIELDS = ("peer", "connection", "started", "connected", "backlog", "pending_acks", "add_rate",
-                     "drain_rate", "lag_seconds", "queue_diff_count", "passive_consumers", "rpo_messages_est",
-                     "rpo_seconds_est", "rto_seconds_est", "role")
+#: Nullable fields of an evidence ``lag_sample`` record: evidence.py's list (the record format is defined there).
+LAG_SAMPLE_FIELDS = evidence.LAG_SAMPLE_FIELDS
 
 
 def lag_sample_fields(assessment: Mapping[str, Any], *, source: str, site: str, reachable: bool = True,
@@ -714,9 +714,9 @@ def lag_sample_fields(assessment: Mapping[str, Any], *, source: str, site: str, 
                       passive_consumers: Optional[int] = None, role: Optional[str] = None) -> dict:
     """The fields of an evidence ``lag_sample`` record from an :func:`assess` result (without ``schema``,
     ``kind``, ``run_id``, ``ts``): pass them to ``evidence.lag_sample_record(run_id, **fields)``."""
-    out = {"source": source, "site": site, "reachable": bool(reachable)}
-    for name in LAG_SAMPLE_FIELDS:
-        out[name] = assessment.get(name)
-    out.update({"peer": peer, "connection": connection, "passive_consumers": passive_consumers, "role": role,
-                "queue_diffs": list(assessment.get("queue_diffs") or []), "notes": list(assessment.get("notes") or [])})
-    return out
+    fields = {name: assessment.get(name) for name in LAG_SAMPLE_FIELDS}
+    fields.update(peer=peer, connection=connection, passive_consumers=passive_consumers, role=role)
+    # built by evidence.py's builder (placeholder run id and time, dropped): one definition of the record
+    rec = evidence.lag_sample_record("-", source, site, reachable, ts=0.0, notes=list(assessment.get("notes") or []),
+                                     queue_diffs=list(assessment.get("queue_diffs") or []), **fields)
+    return {k: v for k, v in rec.items() if k not in evidence.COMMON_FIELDS}

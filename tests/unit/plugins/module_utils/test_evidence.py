@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import os
+import zipfile
 import signal
 import subprocess
 import sys
@@ -41,14 +44,54 @@ def one_of_each(run_id: str = RID) -> list[dict]:
     ]
 
 
-def test_builtin_required_lists_match_the_schema():
-    # The built-in fallback must not drift from the schema file.
-    for kind in ev.KINDS:
-        assert tuple(SCHEMA["$defs"][kind]["required"]) == ev.REQUIRED[kind], kind
-    assert tuple(SCHEMA["properties"]["kind"]["enum"]) == ev.KINDS
-    assert SCHEMA["properties"]["schema"]["const"] == ev.SCHEMA_ID
-    for (kind, field), allowed in ev.ENUMS.items():
-        assert tuple(SCHEMA["$defs"][kind]["properties"][field]["enum"]) == allowed, (kind, field)
+def _allows_null(schema: dict, prop: dict) -> bool:
+    if "$ref" in prop:
+        prop = schema["$defs"][prop["$ref"].rsplit("/", 1)[1]]
+    types = prop.get("type")
+    return types == "null" or (isinstance(types, list) and "null" in types)
+
+
+def _builder_fields(kind: str) -> set[str]:
+    params = set(inspect.signature(ev.BUILDERS[kind]).parameters) - {"run_id", "ts", "extra", "fields"}
+    return params | (set(ev.LAG_SAMPLE_FIELDS) if kind == "lag_sample" else set())
+
+
+def drift(schema: dict) -> list[str]:
+    """Where evidence.py's tables and builders differ from the JSON Schema ``schema``: [] = none."""
+    problems = []
+    if tuple(schema["properties"]["kind"]["enum"]) != ev.KINDS:
+        problems.append("KINDS differ from the schema's kind enum")
+    if schema["properties"]["schema"]["const"] != ev.SCHEMA_ID:
+        problems.append("SCHEMA_ID differs from the schema's const")
+    for kind in schema["properties"]["kind"]["enum"]:
+        spec = schema["$defs"][kind]
+        props = spec["properties"]
+        if tuple(props) != ev.FIELDS.get(kind):
+            problems.append(f"{kind}: FIELDS {ev.FIELDS.get(kind)} != schema properties {tuple(props)}")
+        if tuple(spec["required"]) != ev.REQUIRED.get(kind):
+            problems.append(f"{kind}: REQUIRED differs from the schema's required list")
+        not_null = {f for f, p in props.items() if f not in spec["required"] and not _allows_null(schema, p)}
+        if not_null != set(ev.NOT_NULL.get(kind, ())):
+            problems.append(f"{kind}: NOT_NULL should be {sorted(not_null)}")
+        if _builder_fields(kind) != set(props):
+            problems.append(f"{kind}: builder parameters {sorted(_builder_fields(kind) ^ set(props))} differ")
+        enums = {(kind, f): tuple(p["enum"]) for f, p in props.items() if "enum" in p}
+        if enums != {k: v for k, v in ev.ENUMS.items() if k[0] == kind}:
+            problems.append(f"{kind}: ENUMS differ from the schema's enums")
+    return problems
+
+
+def test_evidence_py_follows_the_schema():
+    # The built-in tables and the builders must not drift from the schema file (the source of the format).
+    assert drift(SCHEMA) == []
+
+
+def test_the_drift_check_reports_a_field_added_to_the_schema():
+    changed = copy.deepcopy(SCHEMA)
+    changed["$defs"]["sent"]["properties"]["priority"] = {"type": "integer"}
+    problems = drift(changed)
+    assert any(p.startswith("sent: FIELDS") for p in problems), problems
+    assert any("sent: builder parameters ['priority']" in p for p in problems), problems
 
 
 @pytest.mark.parametrize("backend", ["jsonschema", "builtin"])
@@ -247,3 +290,47 @@ def test_append_records_refuses_paths_and_missing_kinds_and_writes_nothing_in_ch
     out = ev.append_records(tmp_path, RID, "run.jsonl", [{"kind": "run", "event": "start", "scenario": "s"}],
                             check_mode=True)
     assert out["written"] == 1 and not (tmp_path / RID).exists()
+
+
+def test_columns_name_and_order_fields_like_the_builders():
+    cols = ev.columns("sent", RID, [1.0, 2.0], outcome=["accepted", "in_doubt"], attempt=[1, 1], seq=[0, 1],
+                      producer=["p0", "p0"], msg_id=["a", "b"], address="q", site="dc1", send_ts=[1.0, 2.0],
+                      confirm_ts=[1.0, None])
+    built = ev.sent_record(RID, "p0", 0, "a", "q", "dc1", 1.0, 1.0, "accepted")
+    assert [k for k in cols] == [k for k in built if k != "error"]
+    assert cols["schema"] == ev.SCHEMA_ID and cols["kind"] == "sent" and cols["ts"] == [1.0, 2.0]
+    with pytest.raises(ev.EvidenceError, match=r"unknown \['sequence'\]"):
+        ev.columns("sent", RID, 1.0, **{k: v for k, v in cols.items() if k not in ev.COMMON_FIELDS}, sequence=1)
+    with pytest.raises(ev.EvidenceError, match=r"missing \['ack_ts'\]"):
+        ev.columns("received", RID, 1.0, consumer="c", msg_id="m", address="q", site="dc1", recv_ts=1.0,
+                   delivery_count=0, redelivered=False)
+
+
+def test_write_lines_counts_records_and_truncate_replaces_the_file(tmp_path):
+    path = tmp_path / "sent-00000.jsonl"
+    path.write_text("stale\n")
+    lines = "".join(json.dumps(ev.sent_record(RID, "p", i, f"m{i}", "q", "dc1", 1.0, 1.0, "accepted")) + "\n"
+                    for i in range(3))
+    w = ev.EvidenceWriter(path, flush_interval=0, truncate=True)
+    w.write_lines(lines.rstrip("\n"), 3)  # a missing last newline is added: the next write starts a line
+    w.write(ev.run_record(RID, "end", "s"))
+    w.close()
+    recs = ev.read_records(path, validate_records=True)
+    assert w.records == 4 and [r["kind"] for r in recs] == ["sent"] * 3 + ["run"]
+
+
+def test_schema_is_read_from_a_zip(tmp_path):
+    """spark-submit --py-files: evidence.py and the schema both inside one zip (continuity_pipeline.package)."""
+    pkg = "ansible_collections/continuity/artemis"
+    archive = tmp_path / "p.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for part in ("ansible_collections", "ansible_collections/continuity", pkg, f"{pkg}/plugins",
+                     f"{pkg}/plugins/module_utils"):
+            zf.writestr(f"{part}/__init__.py", "")
+        zf.write(ev.__file__, f"{pkg}/plugins/module_utils/evidence.py")
+        zf.write(ROOT / "schemas" / ev.SCHEMA_FILE, f"{pkg}/schemas/{ev.SCHEMA_FILE}")
+    code = ("import json, sys; from ansible_collections.continuity.artemis.plugins.module_utils import evidence;"
+            "assert '.zip' in evidence.__file__, evidence.__file__; print(json.dumps(evidence.load_schema()))")
+    out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(archive)},
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == SCHEMA
