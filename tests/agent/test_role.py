@@ -132,7 +132,13 @@ def test_install_and_run(role):
     text = role.metrics()
     assert 'continuity_site_reachable{site="dc1"} 0.0' in text
     assert 'continuity_sla_target{target="rpo_seconds"} 10.0' in text
-    installed = role.tmp / "opt" / "lib" / "ansible_collections" / "continuity" / "artemis"
+    # the agent and the core in the agent's own virtualenv, found without a .pth file (issue 19)
+    purelib = Path(subprocess.run([str(role.tmp / "opt" / "venv" / "bin" / "python"), "-c",
+                                   "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    assert not [p.name for p in purelib.glob("*.pth") if "continuity" in p.name]
+    assert (purelib / "continuity_agent" / "service.py").is_file()
+    installed = purelib / "ansible_collections" / "continuity" / "artemis"
     assert sorted(p.name for p in (installed / "plugins" / "module_utils").glob("*.py")) == \
         sorted(p.name for p in (ROOT / "plugins" / "module_utils").glob("*.py"))
     assert (installed / "schemas" / "evidence-v1.schema.json").exists()

@@ -1,21 +1,32 @@
 """Controller side of roles/agent: pack the agent package, the collection's module_utils and the evidence schema
 into one reproducible tar.gz (sorted names, fixed times and owners), so the host receives ONE file whose checksum
-only changes when the code does (idempotent copy, restart only on a real upgrade).
+only changes when the code does (idempotent copy, restart only on a real upgrade). The archive's paths are those
+of a site-packages directory: the role unpacks it into the agent's own virtualenv, where Python finds both
+``continuity_agent`` and ``ansible_collections.continuity.artemis`` with no .pth file or PYTHONPATH.
+
+Prints the agent's runtime requirements as JSON, read from agent/pyproject.toml (their one home).
 
 usage: bundle.py <collection root> <output .tar.gz>
 """
 
 import gzip
 import io
+import json
 import os
 import sys
 import tarfile
+import tomllib
 
 PARTS = (
     ("agent/continuity_agent", "continuity_agent", ".py"),
     ("plugins/module_utils", "ansible_collections/continuity/artemis/plugins/module_utils", ".py"),
     ("schemas", "ansible_collections/continuity/artemis/schemas", ".json"),
 )
+
+
+def requirements(root: str) -> list:
+    with open(os.path.join(root, "agent", "pyproject.toml"), "rb") as fh:
+        return list(tomllib.load(fh)["project"]["dependencies"])
 
 
 def main(root: str, out: str) -> int:
@@ -35,6 +46,7 @@ def main(root: str, out: str) -> int:
                 tar.addfile(info, io.BytesIO(data))
     with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
         gz.write(buf.getvalue())
+    print(json.dumps({"requirements": requirements(root)}))
     return 0
 
 
