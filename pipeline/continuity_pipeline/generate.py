@@ -33,12 +33,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ansible_collections.continuity.artemis.plugins.module_utils import evidence as ev
 from ansible_collections.continuity.artemis.plugins.module_utils import lag as lagmodel
-from continuity_pipeline import validate
+from continuity_pipeline.layout import LAYOUT, FieldType
 
-SCHEMA_ID = "continuity.artemis.evidence/1"
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed so that generated evidence is reproducible byte for byte
-FREE_FORM = ("sites", "params", "data", "last_known", "queue_diffs", "gate_samples")
 
 
 @dataclass
@@ -78,59 +77,79 @@ class GenerateError(ValueError):
     pass
 
 
-# --- record writing (JSON lines or Parquet with the evidence schema's column types) ---------------------------
+# --- record writing -------------------------------------------------------------------------------------------
+# Records are built by evidence.py: one builder call per small record (run, phase, lag sample...), and
+# ``evidence.columns`` for the ledgers, which are built and encoded column-wise (millions of records). JSON lines
+# go through ``evidence.EvidenceWriter``; Parquet gets the column types of the JSON Schema (``layout``).
 
-def _arrow_type(name: str) -> pa.DataType:
-    if name in validate.LONG_FIELDS:
-        return pa.int64()
-    if name in validate.DOUBLE_FIELDS:
-        return pa.float64()
-    if name in validate.BOOL_FIELDS:
-        return pa.bool_()
-    if name in validate.ROLE_FIELDS:
-        return pa.map_(pa.string(), pa.string())
-    if name == "targets":
-        return pa.struct([("rpo_seconds", pa.float64()), ("rpo_messages", pa.int64()), ("rto_seconds", pa.float64())])
-    if name == "notes":
-        return pa.list_(pa.string())
-    return pa.string()
+_ARROW = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_(),
+          "json": pa.string(), "string_map": pa.map_(pa.string(), pa.string()), "string_list": pa.list_(pa.string())}
+
+
+def arrow_type(ftype: FieldType) -> pa.DataType:
+    if ftype.name == "struct":
+        return pa.struct([(n, arrow_type(t)) for n, t in ftype.fields])
+    return _ARROW[ftype.name]
+
+
+def _arrow_value(value: Any, ftype: FieldType) -> Any:
+    """A JSON value as Arrow takes it for the column type: free-form JSON as its text, a map as pairs."""
+    if value is None:
+        return None
+    if ftype.name == "json":
+        return json.dumps(value, sort_keys=True)
+    if ftype.name == "string_map":
+        return list(value.items())
+    if ftype.name == "struct":
+        return {n: value.get(n) for n, _t in ftype.fields}
+    return value
 
 
 def write_records(path: str, records: list[dict], fmt: str) -> None:
-    """Write small record lists (run, phase, lag samples...)."""
+    """Write small record lists (run, phase, lag samples...) built by the evidence.py builders."""
     if not records:
         return
     if fmt == "jsonl":
-        with open(path, "w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec, separators=(",", ":"), sort_keys=False) + "\n")
+        writer = ev.EvidenceWriter(path, flush_interval=0, truncate=True)
+        try:
+            writer.write_many(records)
+        finally:
+            writer.close()
         return
-    names: list[str] = []
-    for rec in records:
-        for k in rec:
-            if k not in names:
-                names.append(k)
-    cols = {}
-    for n in names:
-        values = [rec.get(n) for rec in records]
-        if n in FREE_FORM:
-            values = [None if v is None else json.dumps(v, sort_keys=True) for v in values]
-        if n == "targets":
-            values = [None if v is None else {key: v.get(key) for key in ("rpo_seconds", "rpo_messages", "rto_seconds")}
-                      for v in values]
-        if n in validate.ROLE_FIELDS:
-            values = [None if v is None else list(v.items()) for v in values]
-        cols[n] = pa.array(values, type=_arrow_type(n))
+    names = list(dict.fromkeys(k for rec in records for k in rec))
+    types = LAYOUT.types
+    cols = {n: pa.array([_arrow_value(rec.get(n), types[n]) for rec in records], type=arrow_type(types[n]))
+            for n in names}
     pq.write_table(pa.table(cols), path)
+
+
+def _table(cols: dict[str, Any], n_rows: int) -> pa.Table:
+    """``evidence.columns`` output as an Arrow table typed by the JSON Schema: single values repeated."""
+    types = LAYOUT.types
+    arrays = {}
+    for name, col in cols.items():
+        atype = arrow_type(types[name])
+        if isinstance(col, (pa.Array, pa.ChunkedArray)):
+            arrays[name] = col.cast(atype)
+        elif isinstance(col, np.ndarray):
+            arrays[name] = pa.array(col, type=atype, from_pandas=True)  # NaN = null (unconfirmed sends)
+        else:
+            arrays[name] = pa.repeat(pa.scalar(col, type=atype), n_rows)
+    return pa.table(arrays)
 
 
 def _write_table(path: str, table: pa.Table, fmt: str) -> None:
     if fmt == "parquet":
         pq.write_table(table, path, compression="zstd")
         return
-    # JSON lines without a per-row Python loop over dicts: pandas' C encoder, nulls kept as null.
-    df = table.to_pandas()
-    df.to_json(path, orient="records", lines=True, double_precision=6)
+    # JSON lines without a per-row Python loop over dicts: pandas' C encoder (nulls kept as null), appended
+    # through the evidence writer.
+    text = table.to_pandas().to_json(orient="records", lines=True, double_precision=6)
+    writer = ev.EvidenceWriter(path, flush_interval=0, truncate=True)
+    try:
+        writer.write_lines(text, table.num_rows)
+    finally:
+        writer.close()
 
 
 # --- the generator ---------------------------------------------------------------------------------------------
@@ -296,21 +315,11 @@ def _write_run(run: _Run, progress=None) -> dict:
         msg_id = pc.binary_join_element_wise(pc.take(producers, p_arr), pc.cast(pa.array(seq), pa.string()), "-")
         addr = pc.take(addresses, pa.array(p % A))
         n_rows = hi - lo
-        sent = pa.table({
-            "schema": pa.repeat(pa.scalar(SCHEMA_ID), n_rows),
-            "kind": pa.repeat(pa.scalar("sent"), n_rows),
-            "run_id": pa.repeat(pa.scalar(rid), n_rows),
-            "ts": pa.array(np.where(indoubt, send_ts, confirm)),
-            "producer": pc.take(producers, p_arr),
-            "seq": pa.array(seq),
-            "msg_id": msg_id,
-            "address": addr,
-            "site": pc.take(site_names, pa.array(send_site)),
-            "send_ts": pa.array(send_ts),
-            "confirm_ts": pa.array(confirm, from_pandas=True),
-            "outcome": pa.array(np.where(indoubt, "in_doubt", "accepted")).cast(pa.string()),
-            "attempt": pa.array(np.ones(n_rows, dtype=np.int64)),
-        })
+        sent = _table(ev.columns(
+            "sent", rid, np.where(indoubt, send_ts, confirm), producer=pc.take(producers, p_arr), seq=seq,
+            msg_id=msg_id, address=addr, site=pc.take(site_names, pa.array(send_site)), send_ts=send_ts,
+            confirm_ts=confirm, outcome=pa.array(np.where(indoubt, "in_doubt", "accepted")),
+            attempt=np.ones(n_rows, dtype=np.int64)), n_rows)
         _write_table(os.path.join(d, f"sent-{ci:05d}.{ext}"), sent, gp.fmt)
         sent_counts += np.bincount(p, minlength=P)
         stats["sent_records"] += n_rows
@@ -336,23 +345,13 @@ def _write_run(run: _Run, progress=None) -> dict:
             idx = np.nonzero(mask)[0]
             rts = recv_ts[idx] + extra_dt
             m = idx.size
-            parts.append(pa.table({
-                "schema": pa.repeat(pa.scalar(SCHEMA_ID), m),
-                "kind": pa.repeat(pa.scalar("received"), m),
-                "run_id": pa.repeat(pa.scalar(rid), m),
-                "ts": pa.array(rts + 0.001),
-                "consumer": pc.take(consumers, pa.array((cons[idx] + cons_shift) % C)),
-                "msg_id": pc.take(msg_id, pa.array(idx)),
-                "producer": pc.take(producers, pa.array(p[idx])),
-                "seq": pa.array(seq[idx]),
-                "address": pc.take(addr, pa.array(idx)),
-                "site": pc.take(site_names, pa.array(recv_site[idx])),
-                "recv_ts": pa.array(rts),
-                "ack_ts": pa.array(rts + 0.001),
-                "delivery_count": pa.array(np.full(m, dcount, dtype=np.int64)),
-                "redelivered": pa.array(np.full(m, dcount > 0)),
-                "ack_mode": pa.repeat(pa.scalar("per-message" if gp.ack_batch <= 1 else "batch"), m),
-            }))
+            parts.append(_table(ev.columns(
+                "received", rid, rts + 0.001, consumer=pc.take(consumers, pa.array((cons[idx] + cons_shift) % C)),
+                msg_id=pc.take(msg_id, pa.array(idx)), producer=pc.take(producers, pa.array(p[idx])),
+                seq=seq[idx], address=pc.take(addr, pa.array(idx)),
+                site=pc.take(site_names, pa.array(recv_site[idx])), recv_ts=rts, ack_ts=rts + 0.001,
+                delivery_count=dcount, redelivered=dcount > 0,
+                ack_mode="per-message" if gp.ack_batch <= 1 else "batch"), m))
             recv_counts += np.bincount((cons[idx] + cons_shift) % C, minlength=C)
             if run.switch_ts is not None and dcount == 0 and cons_shift == 0:
                 after = rts[(recv_site[idx] == 1) & (rts >= run.switch_ts)]
@@ -390,8 +389,8 @@ def _write_run(run: _Run, progress=None) -> dict:
     return truth
 
 
-def _base(kind: str, rid: str, ts: float) -> dict:
-    return {"schema": SCHEMA_ID, "kind": kind, "run_id": rid, "ts": round(float(ts), 6)}
+def _t(ts: float) -> float:
+    return round(float(ts), 6)  # microseconds, as a runbook writes them
 
 
 def _small_records(run: _Run, sent_counts: np.ndarray, recv_counts: np.ndarray) -> dict[str, list[dict]]:
@@ -401,14 +400,14 @@ def _small_records(run: _Run, sent_counts: np.ndarray, recv_counts: np.ndarray) 
     params = {"rate": gp.rate, "producers": gp.producers, "consumers": gp.consumers, "ack_batch": gp.ack_batch,
               "ack_mode": "per-message" if gp.ack_batch <= 1 else "batch", "rto_overhead_seconds": gp.rto_overhead,
               "generator": {"seed": gp.seed, "messages": gp.messages}}
-    runs = [dict(_base("run", rid, t0 - 0.5), event="start", scenario=run.scenario,
-                 sites={"dc1": "active", "dc2": "passive"}, targets=targets, params=params, outcome=None),
-            dict(_base("run", rid, run.end_ts), event="end", scenario=run.scenario, targets=targets, params=params,
-                 outcome="done")]
-    ledger_end = [dict(_base("ledger_end", rid, run.end_ts), ledger="sent", writer=f"p{j}",
-                       records=int(sent_counts[j]), clean=True, reason=None) for j in range(gp.producers)]
-    ledger_end += [dict(_base("ledger_end", rid, run.end_ts + 1.0), ledger="received", writer=f"c{j}",
-                        records=int(recv_counts[j]), clean=True, reason=None) for j in range(gp.consumers)]
+    runs = [ev.run_record(rid, "start", run.scenario, sites={"dc1": "active", "dc2": "passive"}, targets=targets,
+                          params=params, ts=_t(t0 - 0.5)),
+            ev.run_record(rid, "end", run.scenario, targets=targets, params=params, outcome="done",
+                          ts=_t(run.end_ts))]
+    ledger_end = [ev.ledger_end_record(rid, "sent", f"p{j}", int(sent_counts[j]), True, ts=_t(run.end_ts))
+                  for j in range(gp.producers)]
+    ledger_end += [ev.ledger_end_record(rid, "received", f"c{j}", int(recv_counts[j]), True, ts=_t(run.end_ts + 1.0))
+                   for j in range(gp.consumers)]
     phases, incident, lag_samples, canaries = [], [], [], []
     o = run.outage
     if run.scenario == "failover":
@@ -417,24 +416,20 @@ def _small_records(run: _Run, sent_counts: np.ndarray, recv_counts: np.ndarray) 
                 ("record_at_risk", 0.55, 0.6, "done"),
                 ("activate", 0.6, 0.9, "done"), ("redirect", 0.9, 1.0, "done"), ("post_gates", 1.0, 1.1, "pass")]
         for name, a, b, decision in spec:
-            rec = dict(_base("phase", rid, S + b * o), runbook="failover", phase=name, start_ts=round(S + a * o, 6),
-                       end_ts=round(S + b * o, 6), decision=decision, reason=None,
-                       roles_before={"dc1": "unreachable", "dc2": "passive"})
-            if name in ("activate", "redirect", "post_gates"):
-                rec["roles_after"] = {"dc1": "unreachable", "dc2": "active"}
-            phases.append(rec)
+            after = {"dc1": "unreachable", "dc2": "active"} if name in ("activate", "redirect", "post_gates") else None
+            phases.append(ev.phase_record(rid, "failover", name, _t(S + a * o), _t(S + b * o), decision,
+                                          roles_before={"dc1": "unreachable", "dc2": "passive"}, roles_after=after,
+                                          ts=_t(S + b * o)))
     elif run.scenario == "swapover":
         S = run.switch_ts
         spec = [("preflight", 0.0, 0.1, "pass"), ("quiesce", 0.1, 0.15, "done"), ("drain", 0.15, 0.6, "pass"),
                 ("deactivate", 0.6, 0.7, "done"), ("activate", 0.7, 0.9, "done"), ("redirect", 0.9, 1.0, "done"),
                 ("post_gates", 1.0, 1.3, "pass")]
         for name, a, b, decision in spec:
-            rec = dict(_base("phase", rid, S + b * o), runbook="swapover", phase=name, start_ts=round(S + a * o, 6),
-                       end_ts=round(S + b * o, 6), decision=decision, reason=None,
-                       roles_before={"dc1": "active", "dc2": "passive"})
-            if name in ("activate", "redirect", "post_gates"):
-                rec["roles_after"] = {"dc1": "passive", "dc2": "active"}
-            phases.append(rec)
+            after = {"dc1": "passive", "dc2": "active"} if name in ("activate", "redirect", "post_gates") else None
+            phases.append(ev.phase_record(rid, "swapover", name, _t(S + a * o), _t(S + b * o), decision,
+                                          roles_before={"dc1": "active", "dc2": "passive"}, roles_after=after,
+                                          ts=_t(S + b * o)))
 
     # lag samples of both mirror directions, computed with the shared lag model
     R, lat = gp.rate, gp.latency
@@ -447,12 +442,10 @@ def _small_records(run: _Run, sent_counts: np.ndarray, recv_counts: np.ndarray) 
         for site, peer in (("dc1", "dc2"), ("dc2", "dc1")):
             active = (site == "dc1") == (run.switch_ts is None or ts < run.switch_ts)
             dead = run.scenario == "failover" and site == "dc1" and ts >= run.switch_ts
-            rec = dict(_base("lag_sample", rid, ts), source="agent", site=site, peer=peer,
-                       connection=f"mirror-{peer}", reachable=not dead)
+            where = {"peer": peer, "connection": f"mirror-{peer}", "ts": _t(ts)}
             if dead:
-                rec.update(started=None, connected=None, backlog=None, pending_acks=None, add_rate=None,
-                           drain_rate=None, lag_seconds=None, role="unreachable", notes=["site unreachable"])
-                lag_samples.append(rec)
+                lag_samples.append(ev.lag_sample_record(rid, "agent", site, False, role="unreachable",
+                                                        notes=["site unreachable"], **where))
                 continue
             jitter = float(run.rng.normal(0.0, 0.02))
             if active and (run.active_ts is None or ts < run.switch_ts or ts >= run.active_ts):
@@ -469,21 +462,21 @@ def _small_records(run: _Run, sent_counts: np.ndarray, recv_counts: np.ndarray) 
             share = lagmodel.send_share(R if add else None, add)
             rpo = lagmodel.rpo_estimate(backlog, add, share_of_sends=share, connected=True)
             rto = lagmodel.rto_estimate(backlog, drain, gp.rto_overhead, assumed_drain_rate=50_000.0)
-            rec.update(started=True, connected=True, backlog=backlog, pending_acks=0, add_rate=round(add, 3),
-                       drain_rate=round(drain, 3), lag_seconds=lagmodel.lag_seconds(backlog, drain),
-                       queue_diff_count=0, passive_consumers=0, rpo_messages_est=rpo.messages,
-                       rpo_seconds_est=rpo.seconds, rto_seconds_est=rto.seconds,
-                       role="active" if active else "passive", notes=[])
+            rec = ev.lag_sample_record(
+                rid, "agent", site, True, started=True, connected=True, backlog=backlog, pending_acks=0,
+                add_rate=round(add, 3), drain_rate=round(drain, 3), lag_seconds=lagmodel.lag_seconds(backlog, drain),
+                queue_diff_count=0, passive_consumers=0, rpo_messages_est=rpo.messages, rpo_seconds_est=rpo.seconds,
+                rto_seconds_est=rto.seconds, role="active" if active else "passive", notes=[], **where)
             lag_samples.append(rec)
             if site == "dc1" and run.switch_ts is not None and ts <= run.switch_ts:
                 last_dc1 = rec
     if run.scenario == "failover":
         lk = last_dc1 or {}
-        incident.append(dict(_base("incident", rid, run.switch_ts + 0.5 * o), lost_site="dc1", survivor_site="dc2",
-                             incident_ts=round(run.switch_ts, 6), detected_ts=round(run.switch_ts + 0.5 * o, 6),
-                             at_risk_events=lk.get("backlog"), at_risk_seconds=lk.get("rpo_seconds_est"),
-                             last_known={k: lk.get(k)
-                                         for k in ("ts", "backlog", "add_rate", "drain_rate", "lag_seconds")}))
+        incident.append(ev.incident_record(
+            rid, "dc1", "dc2", _t(run.switch_ts), detected_ts=_t(run.switch_ts + 0.5 * o),
+            at_risk_events=lk.get("backlog"), at_risk_seconds=lk.get("rpo_seconds_est"),
+            last_known={k: lk.get(k) for k in ("ts", "backlog", "add_rate", "drain_rate", "lag_seconds")},
+            ts=_t(run.switch_ts + 0.5 * o)))
     # canaries from the active site to the passive one
     j = 0
     ts = t0
@@ -494,11 +487,10 @@ def _small_records(run: _Run, sent_counts: np.ndarray, recv_counts: np.ndarray) 
         target_dead = run.scenario == "failover" and target == "dc1"
         latency = float(np.exp(run.rng.normal(math.log(0.010), 0.35)))
         ok = not outage and not target_dead
-        canaries.append(dict(_base("canary", rid, ts + (latency if ok else 5.0)), canary_id=f"{rid}-k{j}",
-                             origin_site=origin, target_site=target, address="continuity.canary", sent_ts=round(ts, 6),
-                             seen_ts=round(ts + latency, 6) if ok else None,
-                             latency_seconds=round(latency, 6) if ok else None,
-                             outcome="seen" if ok else "timeout"))
+        canaries.append(ev.canary_record(rid, f"{rid}-k{j}", origin, target, "continuity.canary", _t(ts),
+                                         _t(ts + latency) if ok else None, "seen" if ok else "timeout",
+                                         latency_seconds=round(latency, 6) if ok else None,
+                                         ts=_t(ts + (latency if ok else 5.0))))
         j += 1
         ts += gp.canary_interval
     return {"run": runs, "ledger_end": ledger_end, "phases": phases, "incident": incident, "lag": lag_samples,

@@ -64,10 +64,8 @@ def _small_input_conf(spark: SparkSession) -> dict:
 
 def _run_stages(spark, out, cli_targets, progress, html, prep, cached) -> dict:
     records = prep.records
-    small_cols = ["kind", "run_id", "ts", "event", "scenario", "targets", "params", "outcome", "runbook", "phase",
-                  "start_ts", "end_ts", "roles_before", "roles_after", "decision", "reason", "lost_site",
-                  "survivor_site", "incident_ts", "detected_ts", "at_risk_events", "at_risk_seconds", "ledger",
-                  "writer", "records", "clean"]
+    # the small kinds' fields from the evidence schema; free-form JSON the analysis does not read stays behind
+    small_cols = sc.kind_columns(sc.SMALL_KINDS, leave_out=("sites", "gate_samples", "data", "last_known"))
     small = _rows(records.filter(F.col("kind").isin(*sc.SMALL_KINDS)).select(*small_cols))
     runs = [r for r in small if r["kind"] == "run"]
     phases = [r for r in small if r["kind"] == "phase"]
@@ -116,9 +114,7 @@ def _run_rest(spark, out, cli_targets, progress, html, pool, prep, cached, ev, k
              f"{sum(c['received_records'] for c in led.counts):,} received records")
 
     progress("stage 4/6 lag samples, canaries, estimates; message exceptions table")
-    lag = records.filter(F.col("kind") == "lag_sample").select(
-        "run_id", "ts", "site", "peer", "connection", "reachable", "connected", "backlog", "pending_acks",
-        "add_rate", "drain_rate", "lag_seconds", "rpo_messages_est", "rpo_seconds_est", "rto_seconds_est", "role")
+    lag = records.filter(F.col("kind") == "lag_sample").select(*sc.LAG_TABLE_COLUMNS)
     # the report lists real exceptions; a late-only message was delivered (it is counted, not listed)
     real = (F.col("status") != "delivered") | F.col("duplicate").isNotNull() | F.col("out_of_order")
     f_last = pool.submit(_last_samples, spark, lag, switch_rows)

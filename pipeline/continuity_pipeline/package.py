@@ -1,7 +1,9 @@
 """Build the --py-files zip for spark-submit: this package plus the collection's pure module_utils it imports.
 
 The zip holds ``continuity_pipeline/`` and ``ansible_collections/continuity/artemis/plugins/module_utils/``
-(``lag.py`` and ``evidence.py`` only: standard library, no ansible-core). Empty ``__init__.py`` files make the
+(``lag.py`` and ``evidence.py`` only: standard library, no ansible-core), and the evidence JSON Schema at
+``ansible_collections/continuity/artemis/schemas/``, where evidence.py looks for it (the Spark record schema is
+derived from it when imported, on the driver and on every executor). Empty ``__init__.py`` files make the
 collection path importable from a zip (zipimport does not resolve namespace packages).
 """
 
@@ -15,6 +17,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils import evidence
 
 MODULE_UTILS = (lag, evidence)
 COLLECTION_PKG = "ansible_collections/continuity/artemis/plugins/module_utils"
+SCHEMA_ARCNAME = f"ansible_collections/continuity/artemis/schemas/{evidence.SCHEMA_FILE}"
 # A fixed timestamp: the same sources give the same zip bytes.
 ZIP_DATE = (2026, 1, 1, 0, 0, 0)
 
@@ -41,4 +44,6 @@ def build_zip(out: str) -> str:
         for mod in MODULE_UTILS:
             with open(mod.__file__, "rb") as fh:
                 _add(zf, f"{COLLECTION_PKG}/{os.path.basename(mod.__file__)}", fh.read())
+        with open(evidence.schema_path(), "rb") as fh:
+            _add(zf, SCHEMA_ARCNAME, fh.read())
     return out

@@ -1,73 +1,61 @@
-"""Explicit Spark schemas for evidence v1 (schemas/evidence-v1.schema.json) and for the pipeline's outputs.
+"""Spark schemas of evidence v1 and of the pipeline's outputs.
 
-The reader parses every line with ONE flat record schema: the union of the fields of all kinds. Fields the
-JSON Schema types as free-form objects or arrays of objects (``sites``, ``params``, ``data``, ``last_known``,
-``queue_diffs``, ``gate_samples``) are kept as their JSON text (Spark stores a nested value in a string field
-as raw JSON), so a writer adding keys inside them never breaks parsing. In Parquet evidence those fields are
-JSON text columns.
+The evidence record is derived from the JSON Schema (schemas/evidence-v1.schema.json) when this module is
+imported, through ``layout``: the reader parses every line with ONE flat record schema, the union of the fields
+of all kinds. Fields the JSON Schema types as free-form objects or arrays of objects (``sites``, ``params``,
+``data``, ``last_known``, ``queue_diffs``, ``gate_samples``) are kept as their JSON text (Spark stores a nested
+value in a string field as raw JSON), so a writer adding keys inside them never breaks parsing. In Parquet
+evidence those fields are JSON text columns.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from ansible_collections.continuity.artemis.plugins.module_utils import evidence as ev
+from continuity_pipeline.layout import LAYOUT, FieldType, Layout
 
-SCHEMA_ID: str = ev.SCHEMA_ID
-KINDS: tuple[str, ...] = tuple(ev.KINDS)
-REQUIRED: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in ev.REQUIRED.items()}
-ENUMS: dict[tuple[str, str], tuple[str, ...]] = {k: tuple(v) for k, v in ev.ENUMS.items()}
+S, L, D, B = T.StringType(), T.LongType(), T.DoubleType(), T.BooleanType()
+_SPARK = {"string": S, "long": L, "double": D, "boolean": B, "json": S, "string_map": T.MapType(S, S),
+          "string_list": T.ArrayType(S)}
+
+
+def spark_type(ftype: FieldType) -> T.DataType:
+    if ftype.name == "struct":
+        return T.StructType([T.StructField(n, spark_type(t), True) for n, t in ftype.fields])
+    return _SPARK[ftype.name]
+
+
+def record_schema(layout: Layout) -> T.StructType:
+    """The flat Spark record of an evidence layout: every field nullable (a kind leaves the others' null)."""
+    return T.StructType([T.StructField(n, spark_type(t), True) for n, t in layout.fields])
+
+
+SCHEMA_ID: str = LAYOUT.schema_id
+KINDS: tuple[str, ...] = LAYOUT.kinds
+REQUIRED: dict[str, tuple[str, ...]] = LAYOUT.required
+ENUMS: dict[tuple[str, str], tuple[str, ...]] = LAYOUT.enums
+# Fields the JSON Schema requires but allows to be null: after parsing, "missing" and "null" look the same, so
+# presence of these is not enforced (documented in docs/pipeline.md).
+NULLABLE_REQUIRED: frozenset[tuple[str, str]] = LAYOUT.nullable_required
 LEDGER_KINDS = ("sent", "received")
 SMALL_KINDS = ("run", "ledger_end", "phase", "incident")
 
-S, L, D, B = T.StringType(), T.LongType(), T.DoubleType(), T.BooleanType()
-
-TARGETS = T.StructType([
-    T.StructField("rpo_seconds", D),
-    T.StructField("rpo_messages", L),
-    T.StructField("rto_seconds", D),
-])
-ROLES = T.MapType(S, S)
-
-# name -> type. Where kinds share a field name they share its type (checked by tests/pipeline/test_schemas.py).
-RECORD_FIELDS: list[tuple[str, T.DataType]] = [
-    ("schema", S), ("kind", S), ("run_id", S), ("ts", D),
-    # run
-    ("event", S), ("scenario", S), ("sites", S), ("targets", TARGETS), ("params", S), ("outcome", S),
-    # sent / received
-    ("producer", S), ("seq", L), ("msg_id", S), ("address", S), ("site", S), ("send_ts", D), ("confirm_ts", D),
-    ("attempt", L), ("durable", B), ("size", L), ("error", S),
-    ("consumer", S), ("recv_ts", D), ("ack_ts", D), ("delivery_count", L), ("redelivered", B), ("ack_mode", S),
-    # ledger_end
-    ("ledger", S), ("writer", S), ("records", L), ("clean", B), ("reason", S),
-    # lag_sample
-    ("source", S), ("peer", S), ("connection", S), ("reachable", B), ("started", B), ("connected", B),
-    ("backlog", L), ("pending_acks", L), ("add_rate", D), ("drain_rate", D), ("lag_seconds", D),
-    ("queue_diff_count", L), ("queue_diffs", S), ("passive_consumers", L), ("rpo_messages_est", D),
-    ("rpo_seconds_est", D), ("rto_seconds_est", D), ("role", S), ("notes", T.ArrayType(S)),
-    # canary
-    ("canary_id", S), ("origin_site", S), ("target_site", S), ("sent_ts", D), ("seen_ts", D),
-    ("latency_seconds", D),
-    # phase
-    ("runbook", S), ("phase", S), ("start_ts", D), ("end_ts", D), ("roles_before", ROLES), ("roles_after", ROLES),
-    ("decision", S), ("gate_samples", S), ("data", S),
-    # incident
-    ("lost_site", S), ("survivor_site", S), ("incident_ts", D), ("detected_ts", D), ("at_risk_events", L),
-    ("at_risk_seconds", D), ("last_known", S),
-]
-
-RECORD = T.StructType([T.StructField(n, t, True) for n, t in RECORD_FIELDS])
+RECORD = record_schema(LAYOUT)
+FIELD_TYPES: dict[str, T.DataType] = {f.name: f.dataType for f in RECORD.fields}
 CORRUPT_COL = "_corrupt"
 RECORD_WITH_CORRUPT = T.StructType([*RECORD.fields, T.StructField(CORRUPT_COL, S, True)])
 
-# Fields the JSON Schema requires but allows to be null: after parsing, "missing" and "null" look the same, so
-# presence of these is not enforced (documented in docs/pipeline.md).
-NULLABLE_REQUIRED = frozenset({
-    ("sent", "confirm_ts"), ("received", "ack_ts"), ("canary", "seen_ts"), ("canary", "latency_seconds"),
-    ("phase", "end_ts"),
-})
 
-FIELD_TYPES: dict[str, T.DataType] = dict(RECORD_FIELDS)
+def kind_columns(kinds: tuple[str, ...], leave_out: tuple[str, ...] = ()) -> list[str]:
+    """``kind``, ``run_id``, ``ts`` and the fields of ``kinds`` (record order), without ``leave_out``."""
+    wanted = {f for k in kinds for f in LAYOUT.kind_fields[k]} - set(leave_out)
+    return ["kind", "run_id", "ts"] + [f.name for f in RECORD.fields if f.name in wanted]
+
+
+# The lag_samples output table (docs/pipeline.md): its columns are part of the output format.
+LAG_TABLE_COLUMNS = ("run_id", "ts", "site", "peer", "connection", "reachable", "connected", "backlog",
+                     "pending_acks", "add_rate", "drain_rate", "lag_seconds", "rpo_messages_est", "rpo_seconds_est",
+                     "rto_seconds_est", "role")
 
 BAD_RECORD = T.StructType([
     T.StructField("file", S, False),

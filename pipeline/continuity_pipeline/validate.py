@@ -9,19 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# Type names of schemas.RECORD_FIELDS, kept as plain strings so this module imports without pyspark.
-LONG_FIELDS = frozenset({
-    "seq", "attempt", "size", "delivery_count", "records", "backlog", "pending_acks", "queue_diff_count",
-    "passive_consumers", "at_risk_events",
-})
-DOUBLE_FIELDS = frozenset({
-    "ts", "send_ts", "confirm_ts", "recv_ts", "ack_ts", "add_rate", "drain_rate", "lag_seconds",
-    "rpo_messages_est", "rpo_seconds_est", "rto_seconds_est", "sent_ts", "seen_ts", "latency_seconds",
-    "start_ts", "end_ts", "incident_ts", "detected_ts", "at_risk_seconds",
-})
-BOOL_FIELDS = frozenset({"durable", "redelivered", "clean", "reachable", "started", "connected"})
-ROLE_FIELDS = frozenset({"roles_before", "roles_after"})
-TARGET_FIELDS = {"rpo_seconds": "number", "rpo_messages": "integer", "rto_seconds": "number"}
+from continuity_pipeline.layout import LAYOUT, FieldType
+
+# The flat record's field types, derived from the JSON Schema (``layout``): no pyspark needed here.
+FIELD_TYPES: dict[str, FieldType] = LAYOUT.types
 
 
 def _is_int(value: Any) -> bool:
@@ -47,28 +38,32 @@ def explain(text: str | None) -> str:
 
 
 def type_problems(obj: dict[str, Any]) -> list[str]:
-    """Fields of ``obj`` whose JSON type the evidence schema does not allow (null is always allowed here)."""
+    """Fields of ``obj`` whose JSON type the evidence schema does not allow (null is always allowed here).
+    String and free-form JSON fields accept any value: Spark keeps its JSON text."""
     problems: list[str] = []
     for key in sorted(obj):
-        value = obj[key]
-        if value is None:
-            continue
-        if key in LONG_FIELDS and not _is_int(value):
-            problems.append(f"{key} must be an integer, got {json.dumps(value)[:40]}")
-        elif key in DOUBLE_FIELDS and not _is_number(value):
-            problems.append(f"{key} must be a number, got {json.dumps(value)[:40]}")
-        elif key in BOOL_FIELDS and not isinstance(value, bool):
-            problems.append(f"{key} must be true or false, got {json.dumps(value)[:40]}")
-        elif key in ROLE_FIELDS and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
-            problems.append(f"{key} must be an object of site -> role")
-        elif key == "notes" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            problems.append("notes must be a list of strings")
-        elif key == "targets":
-            if not isinstance(value, dict):
-                problems.append("targets must be an object")
-            else:
-                for tkey, ttype in TARGET_FIELDS.items():
-                    tval = value.get(tkey)
-                    if tval is not None and not (_is_int(tval) if ttype == "integer" else _is_number(tval)):
-                        problems.append(f"targets.{tkey} must be an {ttype}")
+        ftype = FIELD_TYPES.get(key)
+        if ftype is not None and obj[key] is not None:
+            problems += _problems(key, obj[key], ftype)
     return problems
+
+
+def _problems(key: str, value: Any, ftype: FieldType) -> list[str]:
+    got = json.dumps(value)[:40]
+    if ftype.name == "long" and not _is_int(value):
+        return [f"{key} must be an integer, got {got}"]
+    if ftype.name == "double" and not _is_number(value):
+        return [f"{key} must be a number, got {got}"]
+    if ftype.name == "boolean" and not isinstance(value, bool):
+        return [f"{key} must be true or false, got {got}"]
+    if ftype.name == "string_map" and not (isinstance(value, dict) and all(isinstance(v, str)
+                                                                             for v in value.values())):
+        return [f"{key} must be an object of strings (such as site -> role)"]
+    if ftype.name == "string_list" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        return [f"{key} must be a list of strings"]
+    if ftype.name == "struct":
+        if not isinstance(value, dict):
+            return [f"{key} must be an object"]
+        return [p for name, sub in ftype.fields if value.get(name) is not None
+                for p in _problems(f"{key}.{name}", value[name], sub)]
+    return []

@@ -6,13 +6,13 @@ import copy
 import inspect
 import json
 import os
-import zipfile
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
