@@ -19,6 +19,9 @@
 * ``artemis_acceptor_params(xml)``: ``{acceptor: {param: value}}`` of a broker.xml (to keep a fence).
 * ``artemis_roles_map(users)``: ``{role: [users]}`` for artemis-roles.properties.
 * ``artemis_create_tuning(xml)``: what ``artemis create`` tuned for the machine in the broker.xml it wrote.
+* ``artemis_jolokia_endpoint(broker)``: THE rule for a broker's Jolokia endpoint (scheme, host, port, url, origin)
+  from its web server settings; the broker and mirror roles, playbooks/sites.yml and the agent's sites use it.
+* ``artemis_web_binding(bootstrap_xml, tls)``: etc/bootstrap.xml with the web ``<binding>`` serving http or https.
 """
 
 import hashlib
@@ -276,6 +279,109 @@ def artemis_mirror_grants(address_filter, message_acknowledgements=True, queue_c
     return [{"match": m, "permissions": {p: ["ROLE"] for p in sorted(perms)}} for m in matches]
 
 
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+
+
+def _truthy(value):
+    """A boolean from a bool or the strings AWX passes ('true', 'False', '1', ...)."""
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False
+    return str(value).strip().lower() in _TRUE
+
+
+def artemis_jolokia_endpoint(broker):
+    """The Jolokia endpoint of a broker: ``{scheme, host, port, url, origin, tls}``.
+
+    ``broker`` keys (all optional): ``url`` (an explicit Jolokia URL wins over everything else), ``host`` (the web
+    server's bind address, ``broker_http_host``, default ``localhost``), ``connect_host`` (the address used when the
+    web server is bound to all interfaces, default ``127.0.0.1``), ``port`` (``broker_http_port``, 8161),
+    ``port_offset`` (0), ``tls`` (the web server serves https, ``broker_web_tls.enabled``), ``path``
+    (``/console/jolokia``). Strings are accepted for the numbers and the boolean (AWX passes strings).
+
+    ``origin`` is ``scheme://host:port``: the ``Origin`` header the modules send by default (scheme and network
+    location of the URL) and what the role's ``jolokia-access.xml`` ``<allow-origin>`` matches."""
+    from urllib.parse import urlsplit
+
+    b = dict(broker or {})
+    url = str(b.get("url") or "").strip()
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise AnsibleFilterError("artemis_jolokia_endpoint: url must be http(s)://host[:port]/path, not %r" % url)
+        netloc = parts.netloc.rsplit("@", 1)[-1]
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return {"scheme": parts.scheme, "host": parts.hostname, "port": port, "url": url.rstrip("/"),
+                "origin": "%s://%s" % (parts.scheme, netloc), "tls": parts.scheme == "https"}
+    host = str(b.get("host") if b.get("host") is not None else "localhost").strip()
+    if host in _WILDCARD_HOSTS:
+        host = str(b.get("connect_host") or "127.0.0.1").strip()
+    try:
+        port = int(b.get("port") if b.get("port") not in (None, "") else 8161) + int(b.get("port_offset") or 0)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("artemis_jolokia_endpoint: port and port_offset must be integers (%s)" % exc) from exc
+    tls = _truthy(b.get("tls"))
+    scheme = "https" if tls else "http"
+    netloc = "%s:%d" % ("[%s]" % host if ":" in host and not host.startswith("[") else host, port)
+    path = "/" + str(b.get("path") or "/console/jolokia").strip("/")
+    return {"scheme": scheme, "host": host, "port": port, "url": "%s://%s%s" % (scheme, netloc, path),
+            "origin": "%s://%s" % (scheme, netloc), "tls": tls}
+
+
+# The web server's <binding> start tag in etc/bootstrap.xml. `artemis create --ssl-key-password` writes the password
+# unescaped, so the tag ends where the next <app> or </binding> begins, not at the first '>'.
+_BINDING_TAG = re.compile(r"<binding\b(?P<attrs>.*?)/?>(?=\s*(?:<app\b|</binding>|<!--))", re.S)
+_ATTR = re.compile(r'(?P<key>[A-Za-z_][\w.-]*)\s*=\s*"(?P<value>.*?)"(?=\s+[A-Za-z_][\w.-]*\s*=|\s*/?\s*$)', re.S)
+_TLS_ATTRS = ("keyStorePath", "keyStorePassword", "keyStoreType")
+
+
+def _xml_attr(value):
+    return (str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;"))
+
+
+def artemis_web_binding(bootstrap_xml, tls=None):
+    """``etc/bootstrap.xml`` text with its (first) web ``<binding>`` serving https with the given keystore, or http.
+
+    ``tls``: ``enabled`` (bool), ``keystore_path`` (on the broker host), ``keystore_password`` (as it goes into the
+    file: plain, or an ``ENC(...)`` mask), ``keystore_type`` (optional, e.g. ``PKCS12``). Only the ``uri`` scheme and
+    the ``keyStorePath``/``keyStorePassword``/``keyStoreType`` attributes change; host, port, apps and every other
+    attribute stay as ``artemis create`` wrote them. '' stays ''."""
+    text = bootstrap_xml or ""
+    if not text:
+        return text
+    t = dict(tls or {})
+    enabled = _truthy(t.get("enabled"))
+    m = _BINDING_TAG.search(text)
+    if not m:
+        raise AnsibleFilterError("artemis_web_binding: no <binding> of the web server in bootstrap.xml")
+    attrs = [(a.group("key"), a.group("value")) for a in _ATTR.finditer(m.group("attrs").strip())]
+    known = dict(attrs)
+    uri = known.get("uri")
+    if not uri or "://" not in uri:
+        raise AnsibleFilterError("artemis_web_binding: the <binding> in bootstrap.xml has no uri attribute")
+    wanted = {"uri": ("https" if enabled else "http") + "://" + uri.split("://", 1)[1]}
+    if enabled:
+        if not t.get("keystore_path") or t.get("keystore_password") in (None, ""):
+            raise AnsibleFilterError("artemis_web_binding: https needs keystore_path and keystore_password")
+        wanted.update(keyStorePath=str(t["keystore_path"]), keyStorePassword=str(t["keystore_password"]))
+        if t.get("keystore_type"):
+            wanted["keyStoreType"] = str(t["keystore_type"])
+    out = []
+    for key, value in attrs:
+        if key in wanted:
+            out.append((key, wanted.pop(key)))
+        elif key not in _TLS_ATTRS:
+            out.append((key, value))
+    out += [(k, wanted[k]) for k in ("uri", *_TLS_ATTRS) if k in wanted]
+    # values read from the file are already escaped (except a password create wrote raw): escape only ours
+    ours = {"uri"} | set(_TLS_ATTRS)
+    rendered = " ".join('%s="%s"' % (k, _xml_attr(v) if k in ours else v) for k, v in out)
+    closing = "/>" if m.group(0).endswith("/>") else ">"
+    return text[:m.start()] + "<binding " + rendered + closing + text[m.end():]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -293,4 +399,6 @@ class FilterModule:
             "artemis_create_tuning": artemis_create_tuning,
             "artemis_mirror_endpoints": artemis_mirror_endpoints,
             "artemis_mirror_grants": artemis_mirror_grants,
+            "artemis_jolokia_endpoint": artemis_jolokia_endpoint,
+            "artemis_web_binding": artemis_web_binding,
         }
