@@ -604,3 +604,53 @@ def client_from_options(options: Dict[str, Any], **overrides: Any) -> JolokiaCli
     }
     kw.update(overrides)
     return JolokiaClient(**kw)
+
+
+# ------------------------------------------------------------------------------------------- readiness
+# What a broker answers while it starts: a refused connection (or a web server that does not serve the console
+# yet), then JSON 404 "no broker MBean", then JSON 500 "Broker is not started". All of them mean "not ready yet".
+NOT_READY = (ConnectionFailed, ProtocolError, BrokerNotReady)
+
+
+def is_certificate_failure(exc: BaseException) -> bool:
+    """The TLS certificate of the endpoint could not be verified (no waiting cures that: the CA is wrong)."""
+    seen: Optional[BaseException] = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def wait_started(client: JolokiaClient, broker_name: Optional[str] = None, timeout: float = 120.0,
+                 sleep: float = 1.0, clock: Optional[Callable[[], float]] = None,
+                 pause: Optional[Callable[[float], None]] = None) -> dict:
+    """Wait until the broker answers Jolokia with ``Started=true``; the readiness rule of the roles and modules.
+
+    Every answer of the startup window (:data:`NOT_READY`, and ``Started=false``) is retried every ``sleep``
+    seconds for up to ``timeout`` seconds; then the last one is raised, saying how long it waited. Errors no
+    wait cures are raised at once: credentials, refused Origin, permissions, an unverifiable TLS certificate.
+    Returns ``{"broker_name", "elapsed", "attempts"}``.
+    """
+    now = clock or time.monotonic
+    wait = pause or _sleep
+    start = now()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            name = broker_name or client.discover_broker()
+            quoted = name.replace("\\", "\\\\").replace('"', '\\"')
+            if client.read('org.apache.activemq.artemis:broker="%s"' % quoted, "Started") is True:
+                return {"broker_name": name, "elapsed": now() - start, "attempts": attempts}
+            last: JolokiaError = BrokerNotReady("Broker %r at %s answers Started=false" % (name, client.url))
+        except NOT_READY as exc:
+            if isinstance(exc, ConnectionFailed) and is_certificate_failure(exc):
+                raise
+            last = exc
+        elapsed = now() - start
+        if elapsed + sleep > timeout:
+            raise type(last)("Broker not ready at %s after %.0f s (%d attempts); last answer: %s"
+                             % (client.url, elapsed, attempts, last), status=last.status,
+                             error_type=last.error_type, error=last.error, request=last.request) from last
+        wait(max(0.0, sleep))

@@ -35,6 +35,24 @@ options:
         and temporary queues.
     type: bool
     default: false
+  wait:
+    description:
+      - Wait until the broker answers Jolokia with C(Started=true) before reading it (the broker role's readiness
+        after a start or restart).
+      - "Every answer of a broker's startup window means not ready yet and is retried: a refused connection, a web
+        server that does not serve the console yet, JSON 404 for a broker MBean not registered yet, JSON 500
+        C(Broker is not started)."
+      - Wrong credentials, a refused origin, missing permissions and an unverifiable TLS certificate fail at once.
+    type: bool
+    default: false
+  wait_timeout:
+    description: Seconds to wait with O(wait=true) before failing with the last answer.
+    type: float
+    default: 120.0
+  wait_sleep:
+    description: Seconds between two attempts with O(wait=true).
+    type: float
+    default: 1.0
 attributes:
   check_mode:
     description: Read-only; runs the same in check mode.
@@ -62,6 +80,15 @@ EXAMPLES = r'''
 - name: Fail when the last configuration reload reported errors
   ansible.builtin.assert:
     that: dc1.broker.status is not search('error', ignorecase=True)
+
+- name: Wait up to 2 minutes until the broker started, then read it (https, certificate checked with a CA file)
+  continuity.artemis.broker_info:
+    url: https://dc1.example.com:8443/console/jolokia
+    username: admin
+    password: "{{ artemis_admin_password }}"
+    ca_path: /etc/pki/artemis-ca.pem
+    wait: true
+    wait_timeout: 120
 
 - name: Only the orders queues
   continuity.artemis.broker_info:
@@ -212,13 +239,17 @@ requests:
   description: HTTP requests the module made.
   returned: success
   type: int
+waited:
+  description: Seconds the module waited for C(Started=true) (O(wait=true)); 0 without O(wait).
+  returned: success
+  type: float
 '''
 
 import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuity.artemis.plugins.module_utils.jolokia import JolokiaError
+from ansible_collections.continuity.artemis.plugins.module_utils.jolokia import JolokiaError, wait_started
 from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import (
     collector_from_params,
     fail_on_error,
@@ -236,7 +267,9 @@ def _strip(entry):
 def module_kwargs():
     """Keyword arguments of the AnsibleModule, shared with the action plugin of the same name."""
     spec = jolokia_argument_spec()
-    spec.update(name_regex=dict(type="str"), include_internal=dict(type="bool", default=False))
+    spec.update(name_regex=dict(type="str"), include_internal=dict(type="bool", default=False),
+                wait=dict(type="bool", default=False), wait_timeout=dict(type="float", default=120.0),
+                wait_sleep=dict(type="float", default=1.0))
     return dict(argument_spec=spec, supports_check_mode=True)
 
 
@@ -247,8 +280,15 @@ def run_module(module):
             rx = re.compile(module.params["name_regex"])
         except re.error as exc:
             module.fail_json(msg="name_regex is not a valid regular expression: %s" % exc)
+    p = module.params
+    if p["wait_timeout"] < 0 or p["wait_sleep"] < 0:
+        module.fail_json(msg="wait_timeout and wait_sleep must be >= 0 seconds")
+    waited = 0.0
     try:
         collector = collector_from_params(module.params)
+        if p["wait"]:
+            ready = wait_started(collector.client, p["broker_name"], timeout=p["wait_timeout"], sleep=p["wait_sleep"])
+            collector.broker_name, waited = ready["broker_name"], ready["elapsed"]
         snap = collector.collect(include_addresses=True, include_plugin_tables=True)
     except JolokiaError as exc:
         fail_on_error(module, exc)
@@ -276,6 +316,7 @@ def run_module(module):
         continuity_plugin=snap["continuity_plugin"],
         notes=snap["notes"],
         requests=collector.client.request_count,
+        waited=round(waited, 3),
     )
 
 

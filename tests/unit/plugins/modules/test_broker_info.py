@@ -65,3 +65,23 @@ def test_errors_tell_what_to_do(jolokia_sites, jfake, change, args, words):
     for w in words:
         assert w in r.result["msg"], r.result["msg"]
     assert "wrong" not in r.result["msg"] and "secret" not in repr(r.result)
+
+
+def test_wait_reads_a_started_broker_at_once(jolokia_sites, jfake):
+    jolokia_sites.add("site-2.44-dc1.json", URL)
+    r = jfake.run_module(broker_info, dict(AUTH, broker_name="dc1", wait=True, wait_timeout=5, wait_sleep=0.1))
+    assert not r.failed, r.result
+    assert r.result["broker"]["started"] is True and r.result["waited"] < 1
+    assert r.result["requests"] == 2  # the Started read + one bulk
+
+
+def test_wait_gives_up_with_the_last_answer(jfake):
+    r = jfake.run_module(broker_info, dict(AUTH, url="http://127.0.0.1:1/console/jolokia", wait=True,
+                                           wait_timeout=0.2, wait_sleep=0.1, timeout=0.5))
+    assert r.failed and "Broker not ready at http://127.0.0.1:1/console/jolokia" in r.result["msg"]
+    assert "refused" in r.result["msg"]
+
+
+def test_wait_options_must_not_be_negative(jfake):
+    r = jfake.run_module(broker_info, dict(AUTH, wait=True, wait_timeout=-1))
+    assert r.failed and "wait_timeout" in r.result["msg"]
