@@ -12,7 +12,9 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -63,6 +65,52 @@ def lab_secrets() -> list[str]:
 def secrets_in(text: str) -> list[str]:
     """The lab's secrets that appear in ``text`` (masked: the first two characters and the length)."""
     return [f"{s[:2]}...({len(s)} chars)" for s in lab_secrets() if s in text]
+
+
+INSTALLED_VENV = ROOT / "build" / "venv-installed"
+# What the Makefile or the developer's shell sets that an operator's fresh controller does not have.
+NOT_ON_A_FRESH_CONTROLLER = ("PYTHONPATH", "ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH", "VIRTUAL_ENV",
+                             "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+def _run(argv: list, timeout: float = 900, **kw: Any) -> str:
+    res = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kw)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv))} failed (rc {res.returncode}):\n{res.stdout[-2000:]}\n"
+                           f"{res.stderr[-3000:]}")
+    return res.stdout
+
+
+def install_released(venv: Path = INSTALLED_VENV) -> Path:
+    """A fresh controller as an operator sets it up (issue 19, docs/architecture.md "Where the tools find the
+    core"): a new virtualenv with ansible-core and the collection's Python requirements; the collection built by
+    ansible-galaxy and installed where that Python finds ``ansible_collections`` (its site-packages); the traffic
+    tool, the agent and the pipeline pip-installed from the installed collection's own folders. No .pth file of
+    ours, no PYTHONPATH. Returns the virtualenv's bin directory."""
+    shutil.rmtree(venv, ignore_errors=True)
+    galaxy = venv.with_name(venv.name + "-galaxy")
+    shutil.rmtree(galaxy, ignore_errors=True)
+    constraints = ROOT / "requirements" / "constraints.txt"
+    _run([sys.executable, "-m", "venv", venv])
+    pip = [venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", constraints]
+    _run([*pip, "-r", ROOT / "requirements" / "controller.txt"])
+    _run([VENV_BIN / "ansible-galaxy", "collection", "build", "--output-path", galaxy, ROOT], cwd=ROOT)
+    (tarball,) = galaxy.glob("continuity-artemis-*.tar.gz")
+    purelib = Path(_run([venv / "bin" / "python", "-c",
+                         "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
+    _run([venv / "bin" / "ansible-galaxy", "collection", "install", "-p", purelib, tarball],
+         env=fresh_controller_env(os.environ, venv / "bin"), cwd=venv)
+    installed = purelib / "ansible_collections" / "continuity" / "artemis"
+    _run([*pip, installed / "traffic", installed / "agent", f"{installed / 'pipeline'}[spark]"])
+    return venv / "bin"
+
+
+def fresh_controller_env(env: dict, bin_dir: Path) -> dict:
+    """``env`` as a fresh controller has it: ``bin_dir`` first on PATH, none of the checkout's paths."""
+    out = {k: v for k, v in env.items() if k not in NOT_ON_A_FRESH_CONTROLLER}
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p) != VENV_BIN]
+    out["PATH"] = os.pathsep.join([str(bin_dir), *path])
+    return out
 
 
 def free_port_base() -> int:
@@ -227,12 +275,15 @@ class Lab:
     # ------------------------------------------------------------------ playbooks and modules
     def playbook(self, name: str, extra: dict | None = None, check: bool = False, timeout: float = 600,
                  evidence_dir: Path | None = None, run_id: str | None = None,
-                 overlay: Path | None = None) -> PlaybookRun:
-        """``overlay``: a second inventory source whose host variables override the lab's (a fault's view)."""
-        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory)]
+                 overlay: Path | None = None, installed: Path | None = None) -> PlaybookRun:
+        """``overlay``: a second inventory source whose host variables override the lab's (a fault's view).
+        ``installed``: the bin directory of a fresh controller (install_released): the runbook runs by its FQCN
+        from the installed collection, outside the checkout, with none of the checkout's paths."""
+        bin_dir = installed or VENV_BIN
+        argv = [str(bin_dir / "ansible-playbook"), "-i", str(self.inventory)]
         if overlay is not None:
             argv += ["-i", str(overlay)]
-        argv.append(str(ROOT / "playbooks" / name))
+        argv.append(f"continuity.artemis.{Path(name).stem}" if installed else str(ROOT / "playbooks" / name))
         ev = dict(extra or {})
         if evidence_dir is not None:
             ev["continuity_evidence_dir"] = str(evidence_dir)
@@ -243,7 +294,8 @@ class Lab:
         if check:
             argv.append("--check")
         t0 = time.time()
-        res = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout, cwd=ROOT)
+        env, cwd = (fresh_controller_env(self.env, installed), self.root) if installed else (self.env, ROOT)
+        res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
         t1 = time.time()
         run = PlaybookRun(name, argv, res.returncode, res.stdout, res.stderr, t1 - t0, t0, t1)
         # Every runbook run of the suite is also a secret scan (issue 16 item 4; docs/security.md).

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from runbook_support import Lab, lab_secrets, reconcile, secrets_in
+from runbook_support import Lab, install_released, lab_secrets, reconcile, secrets_in
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "build" / "test-artifacts"
@@ -31,17 +31,22 @@ def rehearsal(tmp_path_factory):
     # The whole rehearsal (and the deploy before it) at -vvv: test_no_secret_at_vvv scans what an operator's log
     # would keep at the highest verbosity.
     lab.env["ANSIBLE_VERBOSITY"] = "3"
+    # The rehearsal and the status check run as on an operator's fresh controller: the built collection and the
+    # pip-installed tools in a new virtualenv, no .pth, no PYTHONPATH (issue 19). The lab itself is deployed from
+    # the checkout.
+    installed = install_released()
     lab.up()
     evidence = root / "evidence"
     try:
-        run = lab.playbook("rehearsal.yml", evidence_dir=evidence, run_id="e2e-rehearsal", timeout=1500, extra={
+        run = lab.playbook("rehearsal.yml", evidence_dir=evidence, run_id="e2e-rehearsal", timeout=1500,
+                           installed=installed, extra={
             "continuity_rehearsal_failover_drill": True,
             "continuity_rehearsal_confirm_failover_drill": "lab",
             "continuity_rehearsal_rate": 100,
             "continuity_rehearsal_traffic_seconds": 3,
         })
         roles = lab.roles()
-        status = lab.playbook("status.yml", evidence_dir=evidence)
+        status = lab.playbook("status.yml", evidence_dir=evidence, installed=installed)
         lab.logs = {"status.yml -vvv": status.text, "rehearsal.yml -vvv": run.text,
                     **{p.name: p.read_text() for p in sorted(lab.root.glob("*.log"))}}
         # Keep the evidence where the agent's RTO-estimate test (tests/agent, run after this layer) looks for
@@ -50,7 +55,7 @@ def rehearsal(tmp_path_factory):
         shutil.rmtree(kept, ignore_errors=True)
         if (evidence / "e2e-rehearsal").is_dir():
             shutil.copytree(evidence / "e2e-rehearsal", kept)
-        yield run, evidence / "e2e-rehearsal", roles, lab.logs
+        yield run, evidence / "e2e-rehearsal", roles, lab.logs, installed
     finally:
         lab.down()
 
@@ -63,7 +68,7 @@ def _records(run_dir: Path, prefix: str) -> list[dict]:
 
 
 def test_rehearsal_passes_with_the_failover_drill(rehearsal):
-    run, run_dir, roles, _logs = rehearsal
+    run, run_dir, roles, _logs, _installed = rehearsal
     assert run.rc == 0, run.tail(80)
     assert roles == {"dc1": "active", "dc2": "passive"}, roles  # handed back after the drill
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
@@ -73,8 +78,25 @@ def test_rehearsal_passes_with_the_failover_drill(rehearsal):
     assert "continuity_" in (run_dir / "report" / "metrics.prom").read_text()
 
 
+def test_rehearsal_ran_from_the_installed_collection_and_tools(rehearsal):
+    """Issue 19: the runbook, its modules and the tools came from the fresh install, found without a .pth file or
+    PYTHONPATH of ours."""
+    run, _run_dir, _roles, _logs, installed = rehearsal
+    venv = installed.parent
+    purelib = next((venv / "lib").glob("python3*/site-packages"))
+    collection = purelib / "ansible_collections" / "continuity" / "artemis"
+    assert (collection / "MANIFEST.json").is_file() and not collection.is_symlink()  # a real install, no link
+    assert not [p.name for p in purelib.glob("*.pth") if "continuity" in p.read_text() or "continuity" in p.name]
+    assert f"executable location = {installed / 'ansible-playbook'}" in run.text
+    # ansible-playbook -vvv names the playbook file it runs: the installed collection's, not the checkout's
+    assert f"PLAYBOOK: {collection / 'playbooks' / 'rehearsal.yml'}" in run.text or \
+        str(collection / "playbooks" / "rehearsal.yml") in run.text, run.text[:3000]
+    for tool in ("continuity-agent", "continuity-traffic", "continuity-pipeline"):
+        assert (installed / tool).is_file(), tool
+
+
 def test_evidence_records_every_step(rehearsal):
-    _run, run_dir, _roles, _logs = rehearsal
+    _run, run_dir, _roles, _logs, _installed = rehearsal
     phases = _records(run_dir, "phases")
     swaps = [p["phase"] for p in phases if p.get("runbook") == "swapover"]
     assert swaps.count("activate") == 3, swaps  # out, back, and the failback's handover
@@ -93,7 +115,7 @@ def test_ledgers_agree_with_the_verdict(rehearsal):
     when the producer itself sent it twice after an in-doubt send at a fence (runbook_support.reconcile's resend
     duplicates, the rule every runbook test uses); any other duplicate only for messages acknowledged on the lost
     site just before the kill (their mirrored acks died with it)."""
-    _run, run_dir, _roles, _logs = rehearsal
+    _run, run_dir, _roles, _logs, _installed = rehearsal
     writers = {p.name.split("-", 1)[1].rsplit("-", 1)[0] for p in run_dir.glob("sent-*.jsonl")}
     assert len(writers) == 1, writers  # one traffic process: its producers and consumers share the name
     rec = reconcile(run_dir, writers.pop(), run_dir.name)
@@ -110,7 +132,7 @@ def test_ledgers_agree_with_the_verdict(rehearsal):
 
 
 def test_report_opens_in_a_browser(rehearsal, tmp_path):
-    _run, run_dir, _roles, _logs = rehearsal
+    _run, run_dir, _roles, _logs, _installed = rehearsal
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium is not installed (make system-deps installs it)")
     url = (run_dir / "report" / "report.html").resolve().as_uri()
@@ -132,7 +154,7 @@ def test_no_secret_at_vvv_in_any_output_log_or_evidence(rehearsal):
     failback, the agent, the pipeline) and status.yml, all at -vvv, print no password of the inventory; neither do the
     lab's logs nor the evidence the run wrote. The agent's own configuration (agent.json, mode 0600) holds the
     credentials it needs by design and is the one file not scanned."""
-    _run, run_dir, _roles, logs = rehearsal
+    _run, run_dir, _roles, logs, _installed = rehearsal
     for name in ("rehearsal.yml -vvv", "status.yml -vvv", "deploy.log"):
         assert "task path: " in logs[name], f"{name} was not at -vvv: this scan would prove little"
     files = {str(p.relative_to(run_dir)): p.read_text(errors="replace") for p in sorted(run_dir.rglob("*"))
