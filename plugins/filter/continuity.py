@@ -43,8 +43,15 @@ def check_line(check):
     return "[%s] %s: %s" % ("ok" if ok else "BREACH", c.get("name"), c.get("detail"))
 
 
+# Connection keys of a site info (playbooks/sites.yml) the agent's jolokia entry takes as they are: an https site
+# (broker_web_tls) brings its origin, CA file and validate_certs along with its URL.
+_AGENT_TLS_KEYS = ("origin", "validate_certs", "ca_path")
+
+
 def _agent_jolokia(s):
-    return {"url": s.get("jolokia_url"), "username": s.get("username"), "password": s.get("password")}
+    out = {"url": s.get("jolokia_url"), "username": s.get("username"), "password": s.get("password")}
+    out.update({k: s[k] for k in _AGENT_TLS_KEYS if s.get(k) is not None})
+    return out
 
 
 def agent_site(site):
@@ -63,7 +70,7 @@ def agent_site(site):
             "client_acceptors": list(s.get("client_acceptors") or [])}
 
 
-_JOLOKIA_KEYS = ("username", "password")
+_JOLOKIA_KEYS = ("username", "password", *_AGENT_TLS_KEYS)
 
 
 def agent_sites(hosts):
