@@ -24,6 +24,8 @@ author:
 extends_documentation_fragment:
   - continuity.artemis.in_process
   - continuity.artemis.jolokia
+  - continuity.artemis.attributes
+  - continuity.artemis.attributes.actiongroup_jolokia
 options:
   name:
     description: Acceptor name(s) (the C(name) of the C(acceptor) element in C(broker.xml)).
@@ -36,18 +38,6 @@ options:
     type: str
     choices: [started, stopped]
     default: started
-attributes:
-  check_mode:
-    description: Reads the state and reports what would change without executing anything.
-    support: full
-  diff_mode:
-    description: Returns the states before and after.
-    support: full
-  action_group:
-    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
-    support: full
-    membership:
-      - continuity.artemis.jolokia
 '''
 
 EXAMPLES = r'''

@@ -25,6 +25,8 @@ author:
 extends_documentation_fragment:
   - continuity.artemis.in_process
   - continuity.artemis.jolokia
+  - continuity.artemis.attributes
+  - continuity.artemis.attributes.actiongroup_jolokia
 options:
   name:
     description: Name of the broker connection (the C(name) of the C(amqp-connection) in C(broker.xml)).
@@ -42,11 +44,6 @@ attributes:
   diff_mode:
     description: Returns the state before and after.
     support: full
-  action_group:
-    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
-    support: full
-    membership:
-      - continuity.artemis.jolokia
 seealso:
   - module: continuity.artemis.mirror_info
 '''

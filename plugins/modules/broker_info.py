@@ -24,6 +24,8 @@ author:
 extends_documentation_fragment:
   - continuity.artemis.in_process
   - continuity.artemis.jolokia
+  - continuity.artemis.attributes.info_module
+  - continuity.artemis.attributes.actiongroup_jolokia
 options:
   name_regex:
     description:
@@ -53,18 +55,6 @@ options:
     description: Seconds between two attempts with O(wait=true).
     type: float
     default: 1.0
-attributes:
-  check_mode:
-    description: Read-only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Read-only; nothing to diff.
-    support: N/A
-  action_group:
-    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
-    support: full
-    membership:
-      - continuity.artemis.jolokia
 seealso:
   - module: continuity.artemis.mirror_info
 '''

@@ -32,6 +32,8 @@ author:
 extends_documentation_fragment:
   - continuity.artemis.in_process
   - continuity.artemis.jolokia
+  - continuity.artemis.attributes
+  - continuity.artemis.attributes.actiongroup_jolokia
 options:
   type:
     description: Select queues or addresses.
@@ -75,11 +77,6 @@ attributes:
   diff_mode:
     description: Returns the states before and after (block state reported as V(unknown) before).
     support: full
-  action_group:
-    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
-    support: full
-    membership:
-      - continuity.artemis.jolokia
 '''
 
 EXAMPLES = r'''

@@ -41,6 +41,8 @@ extends_documentation_fragment:
   - continuity.artemis.in_process
   - continuity.artemis.jolokia
   - continuity.artemis.jolokia.peer
+  - continuity.artemis.attributes.info_module
+  - continuity.artemis.attributes.actiongroup_jolokia
 options:
   connection:
     description:
@@ -79,18 +81,6 @@ options:
       - Events per second used for the RTO estimate when no drain rate can be measured (mirror idle or
         disconnected), for example the rate measured at the last rehearsal.
     type: float
-attributes:
-  check_mode:
-    description: Read-only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Read-only; nothing to diff.
-    support: N/A
-  action_group:
-    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
-    support: full
-    membership:
-      - continuity.artemis.jolokia
 seealso:
   - module: continuity.artemis.mirror_wait
   - module: continuity.artemis.broker_info

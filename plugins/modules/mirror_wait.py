@@ -29,6 +29,8 @@ extends_documentation_fragment:
   - continuity.artemis.in_process
   - continuity.artemis.jolokia
   - continuity.artemis.jolokia.peer
+  - continuity.artemis.attributes.info_module
+  - continuity.artemis.attributes.actiongroup_jolokia
 options:
   connection:
     description: Broker connection of the site to check. Default is every mirror connection of the site.
@@ -105,18 +107,6 @@ options:
     description: Seconds between samples.
     type: float
     default: 1
-attributes:
-  check_mode:
-    description: Read-only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Read-only; nothing to diff.
-    support: N/A
-  action_group:
-    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
-    support: full
-    membership:
-      - continuity.artemis.jolokia
 seealso:
   - module: continuity.artemis.mirror_info
 '''

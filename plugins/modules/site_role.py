@@ -37,6 +37,8 @@ author:
 extends_documentation_fragment:
   - continuity.artemis.in_process
   - continuity.artemis.jolokia
+  - continuity.artemis.attributes
+  - continuity.artemis.attributes.actiongroup_jolokia
 options:
   client_acceptors:
     description:
@@ -92,11 +94,6 @@ attributes:
   diff_mode:
     description: Shows the broker.xml change when O(broker_xml) is set.
     support: full
-  action_group:
-    description: Use C(group/continuity.artemis.jolokia) in C(module_defaults) to set the connection options.
-    support: full
-    membership:
-      - continuity.artemis.jolokia
 seealso:
   - module: continuity.artemis.swapover
   - module: continuity.artemis.acceptor
