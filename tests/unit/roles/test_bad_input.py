@@ -57,6 +57,8 @@ def test_good_broker_input_passes_the_spec():
         ({"broker_service_mode": "docker"}, "broker_service_mode"),
         ({"broker_ha_policy": {"type": "live-only"}}, "broker_ha_policy"),
         ({"broker_journal": {"type": "FAST"}}, "broker_journal"),
+        ({"broker_web_tls": {"enabled": True, "keystore": "/x.p12"}}, "keystore"),
+        ({"broker_web_tls": {"enabled": "sometimes"}}, "enabled"),
         ({"broker_connections": [{"name": "X", "uri": "tcp://a:1", "mirror": {"sink": True}}]}, "sink"),
         (
             {"broker_connections": [{"name": "X", "uri": "tcp://a:1", "reconnect_attempts": "forever"}]},
@@ -193,6 +195,24 @@ def test_good_inventory_validates_without_touching_the_host(tmp_path):
         (
             {"broker_continuity_plugin": {"enabled": True, "initial_role": "standby", "jar_file": "/x.jar"}},
             "broker_continuity_plugin",
+        ),
+        # issue 16: Jolokia over https
+        (
+            {"broker_web_tls": {"enabled": True, "keystore_password": "x"}},
+            "broker_web_tls on dc1-a: give exactly one of broker_web_tls.keystore_path",
+        ),
+        (
+            {"broker_web_tls": {"enabled": True, "keystore_path": "/etc/web.p12"}},
+            "broker_web_tls.keystore_password must be set",
+        ),
+        (
+            {"broker_web_tls": {"enabled": True, "keystore_file": "/nonexistent/web.p12", "keystore_password": "x"}},
+            "broker_web_tls.keystore_file: /nonexistent/web.p12 is not a file on the controller",
+        ),
+        (
+            {"broker_web_tls": {"enabled": True, "keystore_path": "/etc/web.p12", "keystore_password": "x",
+                                "ca_path": "/nonexistent/ca.pem"}},
+            "broker_web_tls.ca_path: /nonexistent/ca.pem is not a file on the controller",
         ),
     ],
 )
