@@ -110,7 +110,7 @@ def write_records(path: str, records: list[dict], fmt: str) -> None:
     if not records:
         return
     if fmt == "jsonl":
-        writer = ev.EvidenceWriter(path, flush_interval=0, truncate=True)
+        writer = ev.EvidenceWriter(path, flush_interval=0, truncate=True, fsync=False)
         try:
             writer.write_many(records)
         finally:
@@ -145,7 +145,7 @@ def _write_table(path: str, table: pa.Table, fmt: str) -> None:
     # JSON lines without a per-row Python loop over dicts: pandas' C encoder (nulls kept as null), appended
     # through the evidence writer.
     text = table.to_pandas().to_json(orient="records", lines=True, double_precision=6)
-    writer = ev.EvidenceWriter(path, flush_interval=0, truncate=True)
+    writer = ev.EvidenceWriter(path, flush_interval=0, truncate=True, fsync=False)
     try:
         writer.write_lines(text, table.num_rows)
     finally:
