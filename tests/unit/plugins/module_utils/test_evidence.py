@@ -306,17 +306,22 @@ def test_columns_name_and_order_fields_like_the_builders():
                    delivery_count=0, redelivered=False)
 
 
-def test_write_lines_counts_records_and_truncate_replaces_the_file(tmp_path):
+def test_write_lines_counts_records_and_truncate_replaces_the_file(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(ev.os, "fsync", synced.append)
     path = tmp_path / "sent-00000.jsonl"
     path.write_text("stale\n")
     lines = "".join(json.dumps(ev.sent_record(RID, "p", i, f"m{i}", "q", "dc1", 1.0, 1.0, "accepted")) + "\n"
                     for i in range(3))
-    w = ev.EvidenceWriter(path, flush_interval=0, truncate=True)
+    w = ev.EvidenceWriter(path, flush_interval=0, truncate=True, fsync=False)
     w.write_lines(lines.rstrip("\n"), 3)  # a missing last newline is added: the next write starts a line
     w.write(ev.run_record(RID, "end", "s"))
     w.close()
     recs = ev.read_records(path, validate_records=True)
     assert w.records == 4 and [r["kind"] for r in recs] == ["sent"] * 3 + ["run"]
+    assert synced == []  # regenerable output: no fsync; real evidence is synced on close
+    ev.EvidenceWriter(tmp_path / "real.jsonl", flush_interval=0).close()
+    assert len(synced) == 1
 
 
 def test_schema_is_read_from_a_zip(tmp_path):
