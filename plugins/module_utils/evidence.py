@@ -8,6 +8,8 @@ Every writer of evidence goes through here so the format has one implementation.
 
 - ``*_record(...)`` build one record of each kind. A value that is unknown is ``None`` (JSON null) where the
   schema allows null; optional fields the schema does not allow to be null are left out instead.
+- ``columns(kind, ...)`` builds many records of one kind column-wise (the synthetic generator's ledgers), with
+  the same field names and order; ``EvidenceWriter.write_lines`` appends them once encoded.
 - ``EvidenceWriter`` appends JSON lines, flushes at least once a second (from a background thread, so a
   ``kill -9`` loses at most the last second) and on close, is thread-safe, and ends a ledger with a
   ``ledger_end`` record when it is closed.
