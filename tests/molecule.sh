@@ -8,9 +8,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$root/ansible.cfg"
-# The scenarios' place, said once. Molecule 26 still looks for a `default` scenario (for its shared state) and,
-# as there is none, logs "CRITICAL '.../default/molecule.yml' glob failed" followed by "default scenario not found,
-# disabling shared state": that line is molecule's own notice, not a failure.
+# The scenarios' place, said once. Before every run molecule 26 also loads the `default` scenario of that glob
+# (extensions/molecule/default/molecule.yml, where a collection keeps what its scenarios share): this collection's
+# is an empty stub (no platforms, no steps), kept so that lookup finds a file instead of logging "CRITICAL
+# '.../default/molecule.yml' glob failed". It is not run below.
 export MOLECULE_GLOB="extensions/molecule/*/molecule.yml"
 
 # A free block of loopback ports per scenario (each scenario uses base+{161,616,617} and +100 for a 2nd site).
@@ -40,17 +41,21 @@ PY
 
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
-  mapfile -t scenarios < <(find extensions/molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | sort)
+  mapfile -t scenarios < <(find extensions/molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' \
+    | xargs -n1 basename | grep -vx default | sort)
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/continuity-molecule.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# molecule's own state (inventory, state.yml; one directory per scenario, the default stub's included) goes under
+# ANSIBLE_HOME/tmp, here the temporary directory, not ~/.ansible. Not MOLECULE_EPHEMERAL_DIRECTORY: that one
+# directory would be shared by the scenario and the default stub (one state.yml for both, and molecule warns that
+# the scenario config file "has been modified since the scenario was created").
+export ANSIBLE_HOME="$work/ansible-home"
 used=()
 for s in "${scenarios[@]}"; do
   base=$(free_base "${used[@]}")
   used+=("$base")
   echo "=== molecule test -s $s (ports from $base, instances under $work/$s)"
-  # molecule's own state (inventory, state.yml) goes to the same temporary directory, not ~/.cache
-  MOLECULE_LAB_ROOT="$work/$s" MOLECULE_LAB_PORT_BASE="$base" MOLECULE_EPHEMERAL_DIRECTORY="$work/$s.molecule" \
-    molecule test -s "$s"
+  MOLECULE_LAB_ROOT="$work/$s" MOLECULE_LAB_PORT_BASE="$base" molecule test -s "$s"
 done
 echo "molecule: ${#scenarios[@]} scenario(s) passed"
