@@ -11,6 +11,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils.site_role impor
 from ansible_collections.continuity.artemis.plugins.module_utils.status_report import (
     number_text,
     roles_text,
+    sla_check,
     status_rows,
     status_table,
 )
@@ -111,4 +112,5 @@ class FilterModule(object):
     def filters(self):
         return {"status_line": status_line, "check_line": check_line, "agent_site": agent_site, "ha_pair": ha_pair,
                 "agent_sites": agent_sites,
-                "status_table": status_table, "status_rows": status_rows, "roles_text": roles_text}
+                "status_table": status_table, "status_rows": status_rows, "roles_text": roles_text,
+                "sla_check": sla_check}

@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.continuity.artemis.plugins.module_utils import sla
+
 UNKNOWN = "unknown"
 COLUMNS = ("site", "role", "broker", "mirror out", "backlog", "lag s", "paused")
 
@@ -118,6 +120,46 @@ def status_rows(status):
                 "error": d.get("error") if d and not reachable else None,
             })
     return rows
+
+
+#: SLA target -> how its check's detail names the value, the value's unit and the target's unit.
+_SLA_WORDING = {
+    "backlog": ("max backlog", " events", ""),
+    "lag_seconds": ("max lag", " s", " s"),
+    "rpo_seconds": ("RPO at risk", " s", " s"),
+    "rpo_messages": ("RPO at risk", " msgs", " msgs"),
+    "rto_seconds": ("max RTO estimate", " s", " s"),
+    "pending_acks": ("max pending acks", "", ""),
+}
+
+
+def sla_check(directions, target, limit, name=None):
+    """One SLA check of the status runbook (``{name, ok, detail}``): every direction's value of ``target`` (a
+    name of ``sla.DIRECTION_FIELDS``) judged against ``limit`` by the collection's one rule (``sla.judge``).
+
+    A direction whose value the target covers and nobody measured is a breach (``unknown``, never 0); a live-only
+    target (lag, RTO, pending acks) is not judged on a direction whose site could not be read (the reachable
+    check reports that site). ``limit`` may be text (``-e name=5``); None or empty means no target."""
+    if target not in _SLA_WORDING:
+        raise ValueError("unknown SLA target %r (one of %s)" % (target, ", ".join(sorted(_SLA_WORDING))))
+    label, unit, limit_unit = _SLA_WORDING[target]
+    wanted = None if limit is None or limit == "" else float(limit)
+    judged = []
+    for d in directions or []:
+        verdict = sla.direction_verdicts(d or {}, {target: wanted})[target]
+        if verdict != sla.NOT_JUDGED:
+            judged.append((d or {}, verdict))
+    unknown = ["%s -> %s" % (d.get("site"), d.get("peer")) for d, v in judged if v == sla.UNKNOWN]
+    if wanted is None:
+        return {"name": name or target, "ok": True, "detail": "%s not judged: no target" % label}
+    if unknown:
+        value = "unknown (not measured for %s)" % ", ".join(unknown)
+    elif judged:
+        value = "%s%s" % (max(d.get(sla.DIRECTION_FIELDS[target]) for d, _v in judged), unit)
+    else:
+        value = "not judged (no mirror read now)"
+    return {"name": name or target, "ok": not any(sla.breached(v) for _d, v in judged),
+            "detail": "%s %s <= %s%s" % (label, value, limit, limit_unit)}
 
 
 def _sla_line(checks):
