@@ -10,37 +10,19 @@ import json
 from typing import Any
 
 from ansible_collections.continuity.artemis.plugins.module_utils import lag as lagmodel
+from ansible_collections.continuity.artemis.plugins.module_utils import rto_overhead as overhead
+from ansible_collections.continuity.artemis.plugins.module_utils import sla
 
 SWITCH_RUNBOOKS = ("swapover", "failover", "failback")
 
 
 def phase_executions(phases: list[dict]) -> list[dict]:
-    """Number the executions of each runbook within a run and add durations.
-
-    Phase records carry no execution id; a runbook run again in the same rehearsal (swap over and back) starts a
-    new execution when a phase name repeats.
-    """
-    out: list[dict] = []
-    by_key: dict[tuple[str, str], list[dict]] = {}
-    for p in phases:
-        by_key.setdefault((p["run_id"], p["runbook"]), []).append(p)
-    for (_run_id, _runbook), items in sorted(by_key.items()):
-        execution, seen = 1, set()
-        for p in sorted(items, key=lambda r: (r["start_ts"], r["phase"])):
-            if p["phase"] in seen:
-                execution, seen = execution + 1, set()
-            seen.add(p["phase"])
-            end = p.get("end_ts")
-            out.append({**p, "execution": execution,
-                        "duration_seconds": (end - p["start_ts"]) if end is not None else None})
+    """Every phase record with its ``execution`` number (the core's ``rto_overhead.executions``: a phase name seen
+    again within a run and runbook starts the next execution) and ``duration_seconds``."""
+    out = [{**p, "execution": e["execution"],
+            "duration_seconds": (p["end_ts"] - p["start_ts"]) if p.get("end_ts") is not None else None}
+           for e in overhead.executions(phases) for p in e["phases"]]
     return sorted(out, key=lambda r: (r["run_id"], r["start_ts"], r["runbook"], r["phase"]))
-
-
-def _active(roles: dict | None) -> str | None:
-    if not roles:
-        return None
-    act = sorted(site for site, role in roles.items() if role == "active")
-    return act[0] if len(act) == 1 else None
 
 
 def switches(phases: list[dict], incidents: list[dict]) -> list[dict]:
@@ -54,18 +36,14 @@ def switches(phases: list[dict], incidents: list[dict]) -> list[dict]:
         found.append({"run_id": inc["run_id"], "switch_id": f"failover@{inc['incident_ts']:.3f}", "kind": "failover",
                       "start_ts": float(inc["incident_ts"]), "old_site": inc["lost_site"],
                       "new_site": inc["survivor_site"], "incident": inc})
-    execs: dict[tuple[str, str, int], list[dict]] = {}
-    for p in phase_executions(phases):
-        if p["runbook"] in ("swapover", "failback"):
-            execs.setdefault((p["run_id"], p["runbook"], p["execution"]), []).append(p)
-    for (run_id, runbook, execution), items in sorted(execs.items()):
-        items.sort(key=lambda r: r["start_ts"])
-        before = next((_active(p.get("roles_before")) for p in items if _active(p.get("roles_before"))), None)
-        after = next((_active(p.get("roles_after")) for p in reversed(items) if _active(p.get("roles_after"))), None)
+    for e in overhead.executions(phases):
+        if e["runbook"] not in ("swapover", "failback"):
+            continue
+        before, after = overhead.sites_switched(e)
         if after is None or after == before:
             continue  # rolled back or never switched: no new active site to measure
-        found.append({"run_id": run_id, "switch_id": f"{runbook}#{execution}", "kind": runbook,
-                      "start_ts": float(items[0]["start_ts"]), "old_site": before, "new_site": after,
+        found.append({"run_id": e["run_id"], "switch_id": f"{e['runbook']}#{e['execution']}", "kind": e["runbook"],
+                      "start_ts": float(e["phases"][0]["start_ts"]), "old_site": before, "new_site": after,
                       "incident": None})
     found.sort(key=lambda s: (s["run_id"], s["start_ts"], s["switch_id"]))
     # A failback that only fences the returning site and starts it passive (the clients stay on the survivor)
@@ -111,18 +89,24 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def runbook_overhead(params: dict, kind: str, history: list[float] | None) -> tuple[float | None, str]:
-    """Seconds a switch of ``kind`` spends besides draining: the median of the same kind's earlier switches in
-    the evidence (``history``), else the run's ``rto_overhead_seconds`` (a number, or one per kind)."""
-    if history:
-        ordered = sorted(history)
-        mid = len(ordered) // 2
-        return (ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0), "history"
+def runbook_overhead(params: dict, kind: str, history: list[float | None] | None) -> tuple[float | None, str]:
+    """Seconds a switch of ``kind`` spends besides draining: the core's ``rto_overhead.overhead_estimate`` over
+    the same kind's earlier switches in the evidence (``history``, oldest first: the largest of the newest
+    three), else the run's ``rto_overhead_seconds`` (a number, or one per kind)."""
+    value = overhead.overhead_estimate(history or [])
+    if value is not None:
+        return value, "history"
     raw = params.get("rto_overhead_seconds")
     if isinstance(raw, dict):
         raw = raw.get(kind)
     value = _number(raw)
     return (value, "params") if value is not None else (None, "none")
+
+
+def observed_overhead(rto_observed: float | None, estimate: dict) -> float | None:
+    """A switch's observed runbook overhead (``rto_overhead.switch_overhead``): its observed RTO minus the drain
+    time estimated for it (:func:`estimates` ``rto_drain_seconds``)."""
+    return overhead.switch_overhead(rto_observed, estimate.get("rto_drain_seconds"))
 
 
 def estimates(switch: dict, sample: dict | None, client_send_rate: float | None, run_start: dict | None,
@@ -199,21 +183,21 @@ def targets_for(run_start: dict | None, cli: dict) -> dict:
     return out
 
 
-def verdict(observed: dict, targets: dict) -> dict:
-    """PASS / FAIL per target and overall. A target without an observation, or an observation without a
-    target, is ``n/a``: it neither passes nor fails the run. Overall FAIL if any target fails, PASS if at least one
-    passes and none fails, else NO-TARGET."""
-    checks = {}
-    for key, obs_key in (("rpo_messages", "rpo_messages_observed"), ("rpo_seconds", "rpo_seconds_observed"),
-                         ("rto_seconds", "rto_seconds_observed")):
-        target, value = targets.get(key), observed.get(obs_key)
-        if target is None or value is None:
-            checks[key] = "n/a"
-        else:
-            checks[key] = "PASS" if value <= target else "FAIL"
-    values = set(checks.values())
-    overall = "FAIL" if "FAIL" in values else "PASS" if "PASS" in values else "NO-TARGET"
-    return {"overall": overall, **checks}
+#: SLA target -> the observation it is judged on.
+OBSERVED = {"rpo_messages": "rpo_messages_observed", "rpo_seconds": "rpo_seconds_observed",
+            "rto_seconds": "rto_seconds_observed"}
+
+
+def verdict(observed: dict, targets: dict, not_applicable: tuple[str, ...] = ()) -> dict:
+    """PASS / FAIL / UNKNOWN / n/a per target and overall, by the collection's one SLA rule (``sla.judge``).
+
+    A target without an observation is UNKNOWN, and UNKNOWN fails the run like a missed target: a run whose RPO
+    nobody measured (no ledger) must not read as within target. A target not set, or listed in
+    ``not_applicable`` (the RTO of a run without a switch), is ``n/a``. Overall FAIL if any target fails or is
+    unknown, PASS if at least one passes, else NO-TARGET."""
+    values = {key: observed.get(obs_key) for key, obs_key in OBSERVED.items()}
+    checks = sla.judge_all(values, {key: targets.get(key) for key in OBSERVED}, not_applicable)
+    return {"overall": sla.overall(checks.values()), **checks}
 
 
 def truncated_ledgers(writers: list[dict], ledger_ends: list[dict]) -> list[dict]:

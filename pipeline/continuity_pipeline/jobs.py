@@ -238,9 +238,8 @@ def _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_ta
         est = analysis.estimates(s, last_samples.get(key), rate.get(key), start, overheads.get(s["kind"]))
         fr = first.get(key)
         rto_obs = (fr - s["start_ts"]) if fr is not None else None
-        observed_overhead = None
-        if rto_obs is not None:
-            observed_overhead = max(0.0, rto_obs - (est["rto_drain_seconds"] or 0.0))
+        observed_overhead = analysis.observed_overhead(rto_obs, est)
+        if observed_overhead is not None:
             overheads.setdefault(s["kind"], []).append(observed_overhead)
         targets = analysis.targets_for(start, cli_targets)
         observed = {"rto_seconds_observed": rto_obs,
@@ -282,7 +281,7 @@ def _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_ta
         can = [c for c in canary if c["run_id"] == rid]
         p50 = max((c["p50"] for c in can if c["p50"] is not None), default=None)
         p99 = max((c["p99"] for c in can if c["p99"] is not None), default=None)
-        v = analysis.verdict(observed, targets)
+        v = analysis.verdict(observed, targets, () if sws else ("rto_seconds",))  # no switch: no RTO to judge
         per_run.append({
             "run_id": rid, "scenario": (start or end or {}).get("scenario"),
             "start_ts": (start or {}).get("ts"), "end_ts": (end or {}).get("ts"), **totals, **observed, **estimated,

@@ -35,8 +35,13 @@ def test_switches_from_phases_ignore_rollbacks():
 
 def test_verdict_rules():
     obs = {"rpo_messages_observed": 3, "rpo_seconds_observed": 0.5, "rto_seconds_observed": None}
+    # a target whose value nobody observed cannot be proven met: UNKNOWN, and the run fails (issue 19)
     assert analysis.verdict(obs, {"rpo_messages": 5, "rpo_seconds": None, "rto_seconds": 1.0}) == {
+        "overall": "FAIL", "rpo_messages": "PASS", "rpo_seconds": "n/a", "rto_seconds": "UNKNOWN"}
+    # a target that does not apply (the RTO of a run without a switch) is not judged
+    assert analysis.verdict(obs, {"rpo_messages": 5, "rto_seconds": 1.0}, ("rto_seconds",)) == {
         "overall": "PASS", "rpo_messages": "PASS", "rpo_seconds": "n/a", "rto_seconds": "n/a"}
+    assert analysis.verdict({**obs, "rto_seconds_observed": 1.5}, {"rto_seconds": 1.0})["rto_seconds"] == "FAIL"
     assert analysis.verdict(obs, {"rpo_messages": 2})["overall"] == "FAIL"
     assert analysis.verdict(obs, {})["overall"] == "NO-TARGET"
     assert analysis.targets_for({"targets": {"rpo_seconds": 9.0}}, {"rpo_seconds": 1.0})["rpo_seconds"] == 1.0
@@ -69,15 +74,21 @@ def test_failover_rto_estimate_is_detection_plus_overhead_without_drain():
     assert est["rto_seconds_estimated"] == pytest.approx(3 * 2.0 + 8.0)  # the 50k backlog is RPO, not waiting
     assert est["rto_drain_seconds"] == 0.0
     # earlier failovers in the evidence replace the parameters (their observed overhead includes detection)
-    est = analysis.estimates({"kind": "failover"}, sample, 1000.0, {"params": json.dumps(params)}, [15.0, 17.0, 40.0])
-    assert est["rto_seconds_estimated"] == pytest.approx(17.0) and est["rto_overhead_basis"] == "history"
+    # (the largest of the newest three: rto_overhead.overhead_estimate)
+    est = analysis.estimates({"kind": "failover"}, sample, 1000.0, {"params": json.dumps(params)},
+                             [90.0, 15.0, 17.0, 40.0])
+    assert est["rto_seconds_estimated"] == pytest.approx(40.0) and est["rto_overhead_basis"] == "history"
     # without a sample the failover estimate still stands (it needs no backlog)
     est = analysis.estimates({"kind": "failover"}, None, None, {"params": json.dumps(params)})
     assert est["rto_seconds_estimated"] == pytest.approx(14.0) and est["rpo_messages_estimated"] is None
 
 
 def test_runbook_overhead_sources():
-    assert analysis.runbook_overhead({}, "swapover", [1.0, 3.0]) == (2.0, "history")
+    assert analysis.runbook_overhead({}, "swapover", [1.0, 3.0]) == (3.0, "history")
+    assert analysis.runbook_overhead({}, "swapover", [9.0, 1.0, None, 3.0, 2.0]) == (3.0, "history")  # newest 3
+    assert analysis.runbook_overhead({"rto_overhead_seconds": 0.5}, "swapover", [None]) == (0.5, "params")
+    assert analysis.observed_overhead(2.5, {"rto_drain_seconds": 1.0}) == 1.5
+    assert analysis.observed_overhead(None, {"rto_drain_seconds": 1.0}) is None
     assert analysis.runbook_overhead({"rto_overhead_seconds": 0.5}, "failback", None) == (0.5, "params")
     assert analysis.runbook_overhead({"rto_overhead_seconds": {"failover": 8}}, "swapover", []) == (None, "none")
     est = analysis.estimates({"kind": "swapover"}, {"backlog": 0, "drain_rate": None}, None, None)
