@@ -281,7 +281,7 @@ h1{margin:0 0 4px;font-size:26px}h2{margin-top:28px;font-size:19px}
 table{border-collapse:collapse;margin:8px 0;max-width:100%}td,th{border:1px solid #ccc;padding:3px 7px;
 text-align:right;vertical-align:top}th{background:#f3f3f3;font-weight:600;white-space:normal;max-width:9em}
 td:first-child,th:first-child{text-align:left}td.wrap{overflow-wrap:anywhere;max-width:18em;text-align:left}
-.PASS{color:#2ca02c;font-weight:bold}.FAIL{color:#d62728;font-weight:bold}.NO-TARGET,.n\\/a{color:#666}
+.PASS{color:#2ca02c;font-weight:bold}.FAIL,.UNKNOWN{color:#d62728;font-weight:bold}.NO-TARGET,.n\\/a{color:#666}
 .t{font-weight:bold;font-size:13px}.l{font-size:11px}.ax{stroke:#888}.tick{fill:#444}.axis-title{fill:#333;
 font-style:italic}.swl{fill:#000}.sw{stroke:#000;stroke-dasharray:4 3}.none{color:#888}
 #script-error{background:#d62728;color:#fff;padding:8px}
@@ -332,7 +332,7 @@ def _switch_table(switches: list[dict]) -> str:
     for s in switches:
         checks = s.get("checks") or {}
         rpo_checks = [checks.get("rpo_messages"), checks.get("rpo_seconds")]
-        rpo = "FAIL" if "FAIL" in rpo_checks else "PASS" if "PASS" in rpo_checks else "n/a"
+        rpo = next((c for c in ("FAIL", "UNKNOWN", "PASS") if c in rpo_checks), "n/a")
         rpo_target = " and ".join(x for x in (
             None if s.get("target_rpo_messages") is None else _target(s["target_rpo_messages"], " messages"),
             None if s.get("target_rpo_seconds") is None else _target(s["target_rpo_seconds"], " s")) if x)
@@ -356,7 +356,9 @@ def _verdict_text(result: dict) -> str:
     failed = []
     for r in runs:
         if r["verdict"] == "FAIL":
-            missed = [names[k] for k, v in (r.get("checks") or {}).items() if k in names and v == "FAIL"]
+            # UNKNOWN fails a run too (the SLA rule, module_utils/sla.py): say it was not measured
+            missed = [names[k] + (" (not measured)" if v == "UNKNOWN" else "")
+                      for k, v in (r.get("checks") or {}).items() if k in names and v in ("FAIL", "UNKNOWN")]
             failed.append(f"{r['run_id']}: {', '.join(missed)}")
     if failed:
         return "missed target(s) — " + "; ".join(failed)

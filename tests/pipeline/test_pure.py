@@ -198,5 +198,9 @@ def test_report_verdict_banner_names_the_missed_targets():
             {"run_id": "r2", "verdict": "PASS", "checks": {"overall": "PASS", "rto_seconds": "PASS"}}]
     assert report._verdict_text({"verdict": "FAIL", "runs": runs, "switches": []}) == \
         "missed target(s) — r1: RPO in messages, RTO"
+    unmeasured = [{"run_id": "r3", "verdict": "FAIL", "checks": {"overall": "FAIL", "rpo_seconds": "UNKNOWN",
+                                                                "rto_seconds": "PASS"}}]
+    assert report._verdict_text({"verdict": "FAIL", "runs": unmeasured, "switches": []}) == \
+        "missed target(s) — r3: RPO in seconds (not measured)"
     assert report._verdict_text({"verdict": "PASS", "runs": runs[1:], "switches": [{}]}).startswith(
         "every run met its RPO and RTO targets")
