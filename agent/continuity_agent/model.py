@@ -2,7 +2,7 @@
 and last-known.json show) out. No I/O here; the lag/RPO/RTO arithmetic is the shared one
 (``site_state.assess_mirrors`` -> ``lag.assess``), this module only keeps the state across cycles that a
 single call cannot know (previous snapshot for rates, when a mirror went down, the last known values of a site
-that stopped answering) and applies the role, passive-consumer and SLA rules.
+that stopped answering) and applies the role and passive-consumer rules and the shared SLA rule (``sla``).
 """
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.continuity.artemis.plugins.module_utils import site_role, site_state
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role, site_state, sla
 from continuity_agent.config import AgentConfig, SlaSettings
 
-#: SLA target -> the direction field it is checked against.
-SLA_FIELDS = {"rpo_seconds": "rpo_seconds_est", "rpo_messages": "rpo_messages_est",
-              "rto_seconds": "rto_seconds_est", "lag_seconds": "lag_seconds", "pending_acks": "pending_acks"}
-#: Targets whose value can only be measured on a reachable source (a lost site has no drain and no lag).
-LIVE_ONLY_TARGETS = ("rto_seconds", "lag_seconds", "pending_acks")
 UNKNOWN_ROLE = "unknown"
 
 
@@ -142,28 +137,14 @@ def select_live(site: str, brokers: list[tuple[str, dict]]) -> tuple[dict, dict]
     return snap, state
 
 
-def sla_breaches(values: dict[str, Any], sla: SlaSettings, stale: bool = False) -> dict[str, bool]:
-    """Target -> breached, for every configured target that can be judged.
-
-    A value above its target breaches. An unknown value breaches when the backlog is not empty (an unbounded
-    lag or an RPO that cannot be bounded is not within any SLA) and is not judged when the backlog is empty or
-    unknown too. On a stale (unreachable) source only the RPO targets are judged: lag, RTO and pending acks
-    describe a live mirror.
-    """
-    out: dict[str, bool] = {}
-    backlog = values.get("backlog")
-    for target, limit in sla.targets().items():
-        if stale and target in LIVE_ONLY_TARGETS:
-            continue
-        value = values.get(SLA_FIELDS[target])
-        if value is None:
-            if target == "pending_acks":
-                continue  # PendingMirrorAcks needs Artemis 2.40+: unknown is not a breach
-            if backlog:
-                out[target] = True
-            continue
-        out[target] = value > limit
-    return out
+def sla_breaches(values: dict[str, Any], sla_settings: SlaSettings, stale: bool = False) -> dict[str, bool]:
+    """Target -> breached, for every configured target that applies: the collection's one SLA rule
+    (``sla.direction_verdicts``). A value above its target breaches, and so does an unknown value (an unbounded
+    lag, an RPO nobody could bound, pending acks an Artemis before 2.40 does not report): it cannot be proven to
+    be within target. On a stale (unreachable) source the live-only targets (lag, RTO, pending acks) do not
+    apply and are left out; the last known backlog and RPO are judged."""
+    verdicts = sla.direction_verdicts(dict(values, stale=stale), sla_settings.targets())
+    return {target: sla.breached(v) for target, v in verdicts.items() if v != sla.NOT_JUDGED}
 
 
 class Sampler:
@@ -279,7 +260,8 @@ class Sampler:
                           passive_consumers=passive, queue_diffs=diffs)
             sample["notes"] = list(sample.get("notes") or [])
             if d.sla_breach:
-                breached = sorted(t for t, b in d.sla_breach.items() if b)
+                breached = sorted(t + (" (unknown)" if getattr(d, sla.DIRECTION_FIELDS[t]) is None else "")
+                                  for t, b in d.sla_breach.items() if b)
                 if breached:
                     sample["notes"].append("SLA breached: " + ", ".join(breached))
             d.lag_sample = sample

@@ -1,25 +1,32 @@
 """The measured runbook overhead that the RTO estimate adds to the drain time.
 
 RTO estimate = backlog / drain rate (the shared ``lag.rto_estimate``) + the time a swapover spends on
-everything else (quiesce, gates, activation). That overhead is measured, not guessed: it comes from the last
-rehearsal's evidence (phase records of the ``swapover`` runbook) or from the pipeline's summary, else from
-``rto.overhead_seconds`` in the configuration.
+everything else (quiesce, gates, activation, clients reconnecting). That overhead is measured, not guessed, by
+the collection's one definition (``rto_overhead``, the pipeline uses it too): a swapover's observed RTO (its
+first phase start to the first message received on the new active site) minus the drain time its backlog
+needed; the overhead in use is the largest of the newest three. The swapovers come from the rehearsal
+evidence (phase records of the ``swapover`` runbook, the traffic ledgers' ``received`` records, lag samples)
+or from the pipeline's summary (its switches' ``rto_overhead_observed``), else ``rto.overhead_seconds`` of the
+configuration applies.
 
-``swapover_runs`` / ``overhead_from_phases`` are pure (records in, numbers out); ``OverheadSource`` does the
-file reading and re-reads at most once a minute.
+``swapover_runs`` / ``overhead_of`` are pure (records in, numbers out); ``OverheadSource`` does the file
+reading and re-reads at most once a minute.
 """
 
 from __future__ import annotations
 
+import bisect
 import glob
 import json
 import logging
 import os
 import time
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ansible_collections.continuity.artemis.plugins.module_utils import evidence
+from ansible_collections.continuity.artemis.plugins.module_utils import rto_overhead as overhead_model
 
 LOG = logging.getLogger("continuity_agent.rto")
 SWAPOVER = "swapover"
@@ -30,23 +37,34 @@ class SwapoverRun:
     run_id: str
     start_ts: float
     end_ts: float
-    drain_seconds: float    # backlog / drain rate of the last lag sample before the run (0 without one)
+    drain_seconds: float    # backlog / drain rate of the old site's last lag sample before the run (0 without one)
+    old_site: str | None = None
+    new_site: str | None = None
+    first_recv_ts: float | None = None  # first message received on the new site after the start (None: none)
 
     @property
     def duration(self) -> float:
+        """The runbook's phase span (informational: the RTO ends at the first receive, not the last phase)."""
         return self.end_ts - self.start_ts
 
     @property
-    def overhead(self) -> float:
-        return max(0.0, self.duration - self.drain_seconds)
+    def rto_observed(self) -> float | None:
+        return None if self.first_recv_ts is None else self.first_recv_ts - self.start_ts
+
+    @property
+    def overhead(self) -> float | None:
+        return overhead_model.switch_overhead(self.rto_observed, self.drain_seconds)
 
 
-def drain_estimate_before(records: Iterable[dict], ts: float, window: float = 60.0) -> float:
+def drain_estimate_before(records: Iterable[dict], ts: float, window: float = 60.0, site: str | None = None) -> float:
     """Drain time (backlog / drain rate, summed over connections) from the newest lag samples taken in the
-    ``window`` seconds before ``ts``; 0.0 when there is none or the backlog was empty."""
+    ``window`` seconds before ``ts`` (of ``site`` only when given: the old active site, whose backlog a swapover
+    drains); 0.0 when there is none or the backlog was empty."""
     newest: dict[tuple, dict] = {}
     for rec in records:
         if rec.get("kind") != "lag_sample" or not rec.get("reachable"):
+            continue
+        if site is not None and rec.get("site") != site:
             continue
         rts = rec.get("ts") or 0.0
         if not ts - window <= rts <= ts:
@@ -61,91 +79,90 @@ def drain_estimate_before(records: Iterable[dict], ts: float, window: float = 60
     return total
 
 
-def swapover_runs(records: Iterable[dict]) -> list[SwapoverRun]:
-    """Completed swapovers found in phase records, oldest first.
-
-    A run spans its first phase start to its last phase end. Its overhead is that duration minus the time the
-    backlog it started with needed to drain (estimated from the lag samples just before it): the drain phase of
-    a runbook also waits for stable gate samples, which is overhead even at an empty backlog, so phase names
-    are not used to split the two. Runs with an unfinished phase (``end_ts`` null) or a failed/rolled back
-    phase are skipped: they did not measure a complete switch. ``run_id`` of a second swapover in the same run
-    is suffixed ``#2``, ``#3``...
-    """
-    records = list(records)
-    by_run: dict[str, list[dict]] = {}
+def receive_times(records: Iterable[dict]) -> dict[str, Sequence[float]]:
+    """Site -> ``recv_ts`` of every ``received`` record (the traffic ledgers)."""
+    out: dict[str, array] = {}
     for rec in records:
-        if rec.get("kind") == "phase" and rec.get("runbook") == SWAPOVER and rec.get("start_ts") is not None:
-            by_run.setdefault(rec.get("run_id") or "", []).append(rec)
-    # A rehearsal run may hold several swapovers (and failover/failback between them): a phase name seen again
-    # starts the next execution.
-    executions: list[tuple[str, list[dict]]] = []
-    for run_id, phases in by_run.items():
-        current: list[dict] = []
-        for p in sorted(phases, key=lambda r: r["start_ts"]):
-            if any(q.get("phase") == p.get("phase") for q in current):
-                executions.append((run_id, current))
-                current = []
-            current.append(p)
-        executions.append((run_id, current))
-    runs = []
-    for run_id, phases in executions:
-        if any(p.get("end_ts") is None or p.get("decision") in ("fail", "rollback") for p in phases):
-            continue
-        start = min(float(p["start_ts"]) for p in phases)
-        end = max(float(p["end_ts"]) for p in phases)
-        drain = drain_estimate_before(records, start)
-        n = sum(1 for r in runs if r.run_id.split("#")[0] == run_id)
-        runs.append(SwapoverRun(run_id if n == 0 else f"{run_id}#{n + 1}", start, end, min(drain, end - start)))
-    return sorted(runs, key=lambda r: r.end_ts)
-
-
-def read_records(evidence_dir: str, kinds: tuple = ("phase", "lag_sample"), max_files: int = 500) -> list[dict]:
-    """Records of the given kinds from ``<evidence_dir>/**.jsonl`` (newest files first, at most ``max_files``)."""
-    files = glob.glob(os.path.join(evidence_dir, "**", "*.jsonl"), recursive=True)
-    files.sort(key=lambda p: os.path.getmtime(p), reverse=True)
-    out = []
-    for path in files[:max_files]:
-        try:
-            for _number, rec in evidence.iter_records(path):
-                if rec.get("kind") in kinds:
-                    out.append(rec)
-        except (OSError, ValueError, evidence.EvidenceError) as exc:
-            LOG.warning("skipping unreadable evidence file %s: %s", path, exc)
+        if rec.get("kind") == "received" and rec.get("recv_ts") is not None and rec.get("site") is not None:
+            out.setdefault(rec["site"], array("d")).append(float(rec["recv_ts"]))
     return out
 
 
-#: How many of the newest swapovers the overhead is taken from.
-RECENT_RUNS = 3
+def swapover_runs(records: Iterable[dict], receives: Mapping[str, Sequence[float]] | None = None) -> list[SwapoverRun]:
+    """Completed swapovers found in phase records, oldest first, with their first receive on the new site.
+
+    Executions are told apart by the collection's one rule (``rto_overhead.executions``: a phase name seen again
+    starts the next one). Executions with an unfinished phase (``end_ts`` null) or a failed/rolled back phase are
+    skipped: they did not measure a complete switch. The first receive is the first ``recv_ts`` on the new
+    active site (the last ``roles_after``) at or after the start and before the next swapover to that site
+    starts. ``receives``: :func:`receive_times`, by default taken from ``records``. ``run_id`` of a second
+    swapover in the same run is suffixed ``#2``, ``#3``...
+    """
+    records = list(records)
+    if receives is None:
+        receives = receive_times(records)
+    found = []
+    for e in overhead_model.executions(r for r in records if r.get("kind") == "phase"):
+        if e["runbook"] != SWAPOVER or not overhead_model.completed(e):
+            continue
+        start = min(float(p["start_ts"]) for p in e["phases"])
+        end = max(float(p["end_ts"]) for p in e["phases"])
+        old, new = overhead_model.sites_switched(e)
+        drain = drain_estimate_before(records, start, site=old)
+        found.append((e["run_id"], start, end, min(drain, end - start), old, new))
+    found.sort(key=lambda r: r[1])
+    sorted_times = {site: sorted(times) for site, times in receives.items()}
+    runs: list[SwapoverRun] = []
+    for i, (run_id, start, end, drain, old, new) in enumerate(found):
+        later = [r[1] for r in found[i + 1:] if r[5] == new]
+        first = None
+        times = sorted_times.get(new) or []
+        k = bisect.bisect_left(times, start)
+        if k < len(times) and (not later or times[k] < later[0]):
+            first = times[k]
+        n = sum(1 for r in runs if r.run_id.split("#")[0] == run_id)
+        runs.append(SwapoverRun(run_id if n == 0 else f"{run_id}#{n + 1}", start, end, drain, old, new, first))
+    return runs
 
 
-def overhead_of(runs: list[SwapoverRun], recent: int = RECENT_RUNS) -> float:
-    """The largest overhead of the ``recent`` newest swapovers: runbook overhead varies from run to run (a
-    quiesce that waits for clients, a slow activation), and an RTO estimate for an SLA must not rest on the
-    luckiest run."""
-    return max(r.overhead for r in runs[-recent:])
+def read_evidence(evidence_dir: str, max_files: int = 500) -> tuple[list[dict], dict[str, Sequence[float]]]:
+    """Phase and lag sample records, and the receive times per site (:func:`receive_times`; the ledgers can hold
+    millions of records, so only their ``site`` and ``recv_ts`` are kept), from ``<evidence_dir>/**.jsonl``
+    (newest files first, at most ``max_files``)."""
+    files = glob.glob(os.path.join(evidence_dir, "**", "*.jsonl"), recursive=True)
+    files.sort(key=lambda p: os.path.getmtime(p), reverse=True)
+    out: list[dict] = []
+    receives: dict[str, array] = {}
+    for path in files[:max_files]:
+        try:
+            for _number, rec in evidence.iter_records(path):
+                kind = rec.get("kind")
+                if kind in ("phase", "lag_sample"):
+                    out.append(rec)
+                elif kind == "received" and rec.get("recv_ts") is not None and rec.get("site") is not None:
+                    receives.setdefault(rec["site"], array("d")).append(float(rec["recv_ts"]))
+        except (OSError, ValueError, evidence.EvidenceError) as exc:
+            LOG.warning("skipping unreadable evidence file %s: %s", path, exc)
+    return out, receives
+
+
+def overhead_of(runs: list[SwapoverRun], recent: int = overhead_model.RECENT_SWITCHES) -> float | None:
+    """The overhead in use (``rto_overhead.overhead_estimate``): the largest observed overhead of the ``recent``
+    newest swapovers that have one; None when none was observed."""
+    return overhead_model.overhead_estimate([r.overhead for r in runs], recent)
 
 
 def overhead_from_summary(doc: object) -> float | None:
-    """``rto_seconds_observed`` of the newest run in a pipeline summary (a run summary or ``{"runs": [...]}``).
-
-    The observed RTO includes the drain at that moment; in a rehearsal at steady load the drain is a fraction
-    of a second, so the value is used as the overhead (slightly pessimistic, the safe direction).
-    """
-    rows: list = []
-    if isinstance(doc, dict):
-        rows = doc.get("runs") if isinstance(doc.get("runs"), list) else [doc]
-    elif isinstance(doc, list):
-        rows = doc
-    best = None
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        value = row.get("rto_seconds_observed")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-            key = row.get("end_ts") or 0
-            if best is None or key >= best[0]:
-                best = (key, float(value))
-    return best[1] if best else None
+    """The overhead from a pipeline summary (``summary.json``): ``rto_overhead.overhead_estimate`` over its
+    swapovers' ``rto_overhead_observed`` (computed there by the same definition), oldest first."""
+    switches = doc.get("switches") if isinstance(doc, dict) else None
+    if not isinstance(switches, list):
+        return None
+    rows = sorted((s for s in switches if isinstance(s, dict) and s.get("kind") == SWAPOVER
+                   and isinstance(s.get("start_ts"), (int, float))), key=lambda s: s["start_ts"])
+    history = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+               for v in (s.get("rto_overhead_observed") for s in rows)]
+    return overhead_model.overhead_estimate(history)
 
 
 class OverheadSource:
@@ -181,7 +198,9 @@ class OverheadSource:
             except (OSError, ValueError) as exc:
                 LOG.warning("cannot read rto.summary_file %s: %s", self.summary_file, exc)
         if self.evidence_dir and os.path.isdir(self.evidence_dir):
-            self.runs = swapover_runs(read_records(self.evidence_dir))
-            if self.runs:
-                value, source = overhead_of(self.runs), "evidence"
+            records, receives = read_evidence(self.evidence_dir)
+            self.runs = swapover_runs(records, receives)
+            found = overhead_of(self.runs)
+            if found is not None:
+                value, source = found, "evidence"
         self.value, self.source = value, source

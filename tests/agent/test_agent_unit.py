@@ -284,13 +284,21 @@ def test_last_known_content(make_agent, two_sites, tmp_path):
 
 
 @pytest.mark.parametrize("values,stale,expected", [
-    ({"backlog": 0, "rpo_seconds_est": 0.0, "lag_seconds": 0.0, "rto_seconds_est": 1.0}, False,
-     {"rpo_seconds": False, "lag_seconds": False, "rto_seconds": False}),
-    ({"backlog": 10, "rpo_seconds_est": 9.0, "lag_seconds": None, "rto_seconds_est": None}, False,
-     {"rpo_seconds": True, "lag_seconds": True, "rto_seconds": True}),
-    ({"backlog": None, "rpo_seconds_est": None, "lag_seconds": None, "rto_seconds_est": None}, False, {}),
+    ({"backlog": 0, "rpo_seconds_est": 0.0, "lag_seconds": 0.0, "rto_seconds_est": 1.0, "pending_acks": 3}, False,
+     {"rpo_seconds": False, "lag_seconds": False, "rto_seconds": False, "pending_acks": False}),
+    ({"backlog": 10, "rpo_seconds_est": 9.0, "lag_seconds": None, "rto_seconds_est": None, "pending_acks": 11}, False,
+     {"rpo_seconds": True, "lag_seconds": True, "rto_seconds": True, "pending_acks": True}),
+    # nothing measured (no SNF queue reading): nothing can be proven within target, every target breaches
+    ({"backlog": None, "rpo_seconds_est": None, "lag_seconds": None, "rto_seconds_est": None}, False,
+     {"rpo_seconds": True, "lag_seconds": True, "rto_seconds": True, "pending_acks": True}),
+    # pending acks unknown (Artemis < 2.40) with a pending_acks target: a breach too (one rule for unknown)
+    ({"backlog": 0, "rpo_seconds_est": 0.0, "lag_seconds": 0.0, "rto_seconds_est": 1.0, "pending_acks": None}, False,
+     {"rpo_seconds": False, "lag_seconds": False, "rto_seconds": False, "pending_acks": True}),
+    # a stale (unreachable) source: only the last known RPO is judged, lag/RTO/pending acks do not apply
     ({"backlog": 10, "rpo_seconds_est": 1.0, "lag_seconds": None, "rto_seconds_est": None}, True,
      {"rpo_seconds": False}),
+    ({"backlog": 10, "rpo_seconds_est": None, "lag_seconds": None, "rto_seconds_est": None}, True,
+     {"rpo_seconds": True}),
 ])
 def test_sla_rules(values, stale, expected):
     sla = SlaSettings(rpo_seconds=5, lag_seconds=5, rto_seconds=30, pending_acks=10)

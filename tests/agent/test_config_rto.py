@@ -74,8 +74,14 @@ def test_unreadable_and_invalid_files(tmp_path):
         config.load(str(bad))
 
 
-def phase(run_id, name, start, end, decision="pass"):
-    return evidence.phase_record(run_id, "swapover", name, start, end, decision)
+TO_DC2 = ({"dc1": "active", "dc2": "passive"}, {"dc1": "passive", "dc2": "active"})
+TO_DC1 = (TO_DC2[1], TO_DC2[0])
+
+
+def phase(run_id, name, start, end, decision="pass", roles=TO_DC2):
+    """A swapover phase; the first phase of a run gives roles_before, every phase roles_after (as the runbook)."""
+    return evidence.phase_record(run_id, "swapover", name, start, end, decision, roles_before=roles[0],
+                                 roles_after=roles[1])
 
 
 def lag(ts, backlog, drain_rate, site="dc1", connection="DC2"):
@@ -83,12 +89,17 @@ def lag(ts, backlog, drain_rate, site="dc1", connection="DC2"):
                                       connection=connection)
 
 
-def test_swapover_overhead_from_phases_and_lag_samples():
+def received(site, ts):
+    return evidence.received_record("x", "c0", f"m{ts}", "orders", site, ts, ts, 0)
+
+
+def test_swapover_overhead_is_observed_rto_minus_drain():
     recs = [
         phase("r1", "quiesce", 100.0, 100.4), phase("r1", "drain", 100.4, 103.4), phase("r1", "activate", 103.4, 104.0),
-        lag(99.0, 5000, 2000.0), lag(98.0, 1, 1.0), lag(99.5, 0, 0.0, site="dc2", connection="DC1"),
-        phase("r2", "quiesce", 200.0, 200.2), phase("r2", "drain", 200.2, 200.7),
-        phase("r2", "activate", 200.7, 201.0),
+        lag(99.0, 5000, 2000.0), lag(98.0, 1, 1.0), lag(99.5, 700, 1.0, site="dc2", connection="DC1"),
+        received("dc1", 101.0), received("dc2", 104.5), received("dc2", 104.2), received("dc2", 106.0),
+        phase("r2", "quiesce", 200.0, 200.2, roles=TO_DC1), phase("r2", "drain", 200.2, 200.7, roles=TO_DC1),
+        phase("r2", "activate", 200.7, 201.0, roles=TO_DC1), received("dc1", 201.2),
         lag(120.0, 999, 1.0),                       # older than 60 s before r2: ignored
         phase("r3", "quiesce", 300.0, 300.1), phase("r3", "drain", 300.1, 301.0, decision="rollback"),
         phase("r4", "quiesce", 400.0, None),
@@ -96,33 +107,54 @@ def test_swapover_overhead_from_phases_and_lag_samples():
     ]
     runs = rto.swapover_runs(recs)
     assert [r.run_id for r in runs] == ["r1", "r2"]        # failed, unfinished and non-swapover runs skipped
-    # r1 started with 5000 events draining at 2000/s: 2.5 s of its 4 s were drain
-    assert runs[0].duration == pytest.approx(4.0) and runs[0].drain_seconds == pytest.approx(2.5)
-    assert runs[0].overhead == pytest.approx(1.5)
-    # r2 had no recent lag sample: the whole run is overhead (the pessimistic side)
-    assert runs[1].drain_seconds == 0.0 and runs[1].overhead == pytest.approx(1.0)
+    assert [(r.old_site, r.new_site) for r in runs] == [("dc1", "dc2"), ("dc2", "dc1")]
+    # r1: first receive on dc2 at 104.2 (dc1's receive before it does not count): RTO 4.2; it started with 5000
+    # events on dc1 draining at 2000/s (dc2's backlog is not what the swapover drains): 2.5 s of drain
+    assert runs[0].rto_observed == pytest.approx(4.2) and runs[0].drain_seconds == pytest.approx(2.5)
+    assert runs[0].overhead == pytest.approx(1.7)
+    assert runs[0].duration == pytest.approx(4.0)      # the phase span is not the RTO
+    # r2 had no recent lag sample: the whole RTO is overhead (the pessimistic side)
+    assert runs[1].drain_seconds == 0.0 and runs[1].overhead == pytest.approx(1.2)
+    assert rto.overhead_of(runs) == pytest.approx(1.7)
+
+
+def test_a_swapover_without_a_receive_on_its_new_site_has_no_overhead():
+    recs = [phase("a", "quiesce", 10.0, 10.5), phase("a", "activate", 10.5, 11.0),
+            phase("b", "quiesce", 20.0, 20.5, roles=TO_DC1), phase("b", "activate", 20.5, 21.0, roles=TO_DC1),
+            phase("c", "quiesce", 30.0, 30.5), phase("c", "activate", 30.5, 31.0),
+            received("dc2", 31.5)]   # after c started: c's first receive, not a's
+    runs = rto.swapover_runs(recs)
+    assert [r.rto_observed for r in runs] == [None, None, pytest.approx(1.5)]
+    assert [r.overhead for r in runs][:2] == [None, None]
+    assert rto.overhead_of(runs) == pytest.approx(1.5) and rto.overhead_of(runs[:2]) is None
 
 
 def test_several_swapovers_in_one_run_are_separate():
     recs = [phase("reh", "preflight", 10.0, 10.1), phase("reh", "drain", 10.1, 10.4),
-            phase("reh", "activate", 10.4, 10.5),
+            phase("reh", "activate", 10.4, 10.5), received("dc2", 10.7),
             evidence.phase_record("reh", "failover", "activate", 20.0, 25.0, "done"),
-            phase("reh", "preflight", 90.0, 90.1), phase("reh", "drain", 90.1, 90.3),
-            phase("reh", "activate", 90.3, 91.0)]
+            phase("reh", "preflight", 90.0, 90.1, roles=TO_DC1), phase("reh", "drain", 90.1, 90.3, roles=TO_DC1),
+            phase("reh", "activate", 90.3, 91.0, roles=TO_DC1), received("dc1", 91.2)]
     runs = rto.swapover_runs(recs)
     assert [r.run_id for r in runs] == ["reh", "reh#2"]
-    assert [round(r.duration, 3) for r in runs] == [0.5, 1.0]
+    assert [round(r.rto_observed, 3) for r in runs] == [0.7, 1.2]
     # the overhead in use is the largest of the newest three (pessimistic on purpose)
-    assert rto.overhead_of(runs) == pytest.approx(1.0)
-    assert rto.overhead_of(runs, recent=1) == pytest.approx(1.0) and rto.overhead_of(runs[:1]) == pytest.approx(0.5)
+    assert rto.overhead_of(runs) == pytest.approx(1.2)
+    assert rto.overhead_of(runs, recent=1) == pytest.approx(1.2) and rto.overhead_of(runs[:1]) == pytest.approx(0.7)
 
 
 def test_overhead_source_prefers_evidence_then_summary_then_config(tmp_path):
     src = rto.OverheadSource(fixed=3.0)
     assert src.current() == (3.0, "config")
     summary = tmp_path / "summary.json"
-    summary.write_text(json.dumps({"runs": [{"rto_seconds_observed": 9.0, "end_ts": 1},
-                                            {"rto_seconds_observed": 2.5, "end_ts": 2}]}))
+    # the pipeline's switches carry rto_overhead_observed (same definition): the largest of the newest three
+    summary.write_text(json.dumps({"runs": [{"rto_seconds_observed": 9.0, "end_ts": 1}], "switches": [
+        {"kind": "swapover", "start_ts": 1.0, "rto_overhead_observed": 9.0},
+        {"kind": "swapover", "start_ts": 5.0, "rto_overhead_observed": 2.0},
+        {"kind": "failover", "start_ts": 6.0, "rto_overhead_observed": 30.0},
+        {"kind": "swapover", "start_ts": 3.0, "rto_overhead_observed": 1.0},
+        {"kind": "swapover", "start_ts": 7.0, "rto_overhead_observed": 2.5},
+        {"kind": "swapover", "start_ts": 8.0, "rto_overhead_observed": None}]}))
     src = rto.OverheadSource(fixed=3.0, summary_file=str(summary), evidence_dir=str(tmp_path / "ev"))
     assert src.current() == (2.5, "summary")
     run_dir = tmp_path / "ev" / "rehearsal-1"
@@ -133,6 +165,10 @@ def test_overhead_source_prefers_evidence_then_summary_then_config(tmp_path):
     clock = [0.0]
     src = rto.OverheadSource(fixed=3.0, summary_file=str(summary), evidence_dir=str(tmp_path / "ev"),
                              refresh=60, clock=lambda: clock[0])
+    assert src.current() == (2.5, "summary")   # no receive in the evidence: no observed RTO, the summary stays
+    with evidence.EvidenceWriter(str(run_dir / "received.jsonl"), flush_interval=0) as w:
+        w.write(received("dc2", 12.4))
+    clock[0] = 61.0
     value, source = src.current()
-    assert source == "evidence" and value == pytest.approx(2.2)
-    assert rto.overhead_from_summary({"rto_seconds_observed": None}) is None
+    assert source == "evidence" and value == pytest.approx(2.4)
+    assert rto.overhead_from_summary({"rto_seconds_observed": 1.0}) is None
