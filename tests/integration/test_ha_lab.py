@@ -90,7 +90,7 @@ def browse_all(lab: Lab, broker: str, queue: str, page_size: int = 200) -> list:
 
 
 def ledger_by_msg_id(run_dir, name: str) -> tuple[dict, dict]:
-    """The traffic ledgers of writers `<name>-*`: msg_id -> [sent records], msg_id -> number of received records."""
+    """The traffic ledgers of writers `<name>-*`: msg_id -> [sent records], msg_id -> [received records]."""
     sent: dict = {}
     received: dict = {}
     for path in glob.glob(str(run_dir / f"sent-{name}-*.jsonl")):
@@ -100,17 +100,23 @@ def ledger_by_msg_id(run_dir, name: str) -> tuple[dict, dict]:
     for path in glob.glob(str(run_dir / f"received-{name}-*.jsonl")):
         for rec in read_jsonl(path, validate=False):
             if rec.get("kind") == "received":
-                received[rec["msg_id"]] = received.get(rec["msg_id"], 0) + 1
+                received.setdefault(rec["msg_id"], []).append(rec)
     return sent, received
 
 
-def phantom_problems(messages: list, sent: dict, received: dict, pair_node_id: str) -> list:
-    """Why each message dc2 holds beyond the pair's is NOT a phantom of the kill (empty list = all are).
+def phantom_problems(messages: list, sent: dict, received: dict, pair_node_id: str, killed_at: float) -> list:
+    """Why each message dc2 holds beyond the pair's is NOT explained by the kill (empty list = all are).
 
-    A phantom is the copy of a send the dead primary stored and mirrored but its backup never received: it carries
-    the pair's broker id (sent by the pair, not by dc2), its send attempt is one the producer's ledger records as
-    in doubt (never confirmed), the same msg_id was accepted on a later attempt (sent again through the backup) and
-    the consumers received it. Anything else (a confirmed send, a message nobody received) is a real discrepancy."""
+    Every such message carries the pair's broker id (sent by the pair, not by dc2) and was received by the
+    consumers, and it is one of the two copies a kill -9 of the primary can leave on dc2 (docs/ha.md):
+    - a phantom: the dead primary stored and mirrored a send its backup never received; the producer's ledger
+      records that attempt as in doubt (never confirmed), and the same msg_id was accepted on a later attempt
+      (sent again through the backup);
+    - a lost acknowledgement: the consumer acknowledged the message on the primary before the kill (ack_ts before
+      ``killed_at``), the pair applied it (the backup did not deliver it again), but the primary died before its
+      mirror carried the acknowledgement to dc2.
+    Anything else (a confirmed send nobody acknowledged before the kill, a message nobody received) is a real
+    discrepancy."""
     problems = []
     for m in messages:
         user_id = str(m.get("userID") or "")
@@ -119,18 +125,37 @@ def phantom_problems(messages: list, sent: dict, received: dict, pair_node_id: s
                  for k, v in (m.get(kind) or {}).items()}
         attempt = props.get("ct_attempt")
         records = sent.get(msg_id, [])
+        receipts = received.get(msg_id, [])
         why = []
         if props.get("x-opt-amq-bkr-id") != pair_node_id:
             why.append(f"broker id {props.get('x-opt-amq-bkr-id')} is not the pair's")
-        if not any(r.get("attempt") == attempt and r.get("outcome") == "in_doubt" for r in records):
-            why.append(f"attempt {attempt} was not in doubt: {[(r.get('attempt'), r.get('outcome')) for r in records]}")
-        if not any(r.get("outcome") == "accepted" and (r.get("attempt") or 0) > (attempt or 0) for r in records):
-            why.append("not accepted on a later attempt")
-        if not received.get(msg_id):
+        if not receipts:
             why.append("never received")
+        phantom = (any(r.get("attempt") == attempt and r.get("outcome") == "in_doubt" for r in records)
+                   and any(r.get("outcome") == "accepted" and (r.get("attempt") or 0) > (attempt or 0)
+                           for r in records))
+        acked_before_kill = (any(r.get("outcome") == "accepted" for r in records)
+                             and len(receipts) == 1 and (receipts[0].get("ack_ts") or float("inf")) < killed_at)
+        if not (phantom or acked_before_kill):
+            why.append(f"neither a phantom (attempts {[(r.get('attempt'), r.get('outcome')) for r in records]}, "
+                       f"this copy attempt {attempt}) nor acknowledged before the kill "
+                       f"(acks {[round((r.get('ack_ts') or 0) - killed_at, 3) for r in receipts]} s from the kill)")
         if why:
             problems.append(f"{user_id or m.get('messageID')}: {'; '.join(why)}")
     return problems
+
+
+def kinds_of_extra(messages: list, sent: dict) -> tuple[int, int]:
+    """(phantoms, lost acknowledgements) among messages phantom_problems accepted."""
+    phantoms = 0
+    for m in messages:
+        user_id = str(m.get("userID") or "")
+        msg_id = user_id[3:] if user_id.startswith("ID:") else user_id
+        attempt = ((m.get("LongProperties") or {}) | (m.get("IntProperties") or {}))
+        attempt = next((v for k, v in attempt.items() if k.endswith("ct_attempt")), None)
+        if any(r.get("attempt") == attempt and r.get("outcome") == "in_doubt" for r in sent.get(msg_id, [])):
+            phantoms += 1
+    return phantoms, len(messages) - phantoms
 
 
 def remove_messages(lab: Lab, broker: str, queue: str, user_ids: list, chunk: int = 100) -> int:
@@ -158,7 +183,7 @@ def test_kill_of_the_primary_under_load_backup_serves_mirror_resumes_nothing_los
     try:
         assert traffic.wait_received(3000, timeout=90, site="dc1"), traffic.status()
         pid = lab.broker_pid("dc1")
-        t_kill = time.monotonic()
+        t_kill, killed_at = time.monotonic(), time.time()
         os.kill(pid, signal.SIGKILL)
         backup = objectname.broker(BACKUP)
         live = until(lambda: read(lab, BACKUP, backup, "Active") is True, 120)
@@ -206,12 +231,13 @@ def test_kill_of_the_primary_under_load_backup_serves_mirror_resumes_nothing_los
         assert len(extra) == dc2_count, (len(extra), dc2_count)
         sent, received = ledger_by_msg_id(traffic.run_dir, "ha")
         node_id = read(lab, BACKUP, objectname.broker(BACKUP), "NodeID")
-        problems = phantom_problems(extra, sent, received, node_id)
+        problems = phantom_problems(extra, sent, received, node_id, killed_at)
         assert not problems, f"dc2 holds {len(extra)} messages of {q} the pair does not: {problems[:20]}"
         removed = remove_messages(lab, "dc2", q, [str(m["userID"]) for m in extra])
-        print(f"phantoms: dc2 held {len(extra)} messages of {q} the backup never received, each an unconfirmed "
-              f"send (in doubt at the kill, accepted again through the backup, received); {removed} removed "
-              f"from dc2 (docs/ha.md)")
+        phantoms, lost_acks = kinds_of_extra(extra, sent)
+        print(f"dc2 held {len(extra)} messages of {q} the pair does not: {phantoms} phantoms (unconfirmed sends, "
+              f"accepted again through the backup), {lost_acks} acknowledged on the primary before the kill whose "
+              f"acknowledgement the mirror never carried; {removed} removed from dc2 (docs/ha.md)")
         assert removed == len(extra), (removed, len(extra))
         equal = until(lambda: counts() == (0, 0), 30, 0.2)
     assert equal is not None, counts()
@@ -364,6 +390,7 @@ def test_a_lagging_replication_stream_leaves_phantoms_on_dc2_that_the_check_prov
             os.kill(backup_pid, signal.SIGSTOP)
             try:
                 time.sleep(0.7)
+                killed_at = time.time()
                 os.kill(primary_pid, signal.SIGKILL)
             finally:
                 os.kill(backup_pid, signal.SIGCONT)
@@ -381,14 +408,16 @@ def test_a_lagging_replication_stream_leaves_phantoms_on_dc2_that_the_check_prov
         time.sleep(5)  # the mirror is quiet: what dc2 holds now stays
         extra = browse_all(lab, "dc2", q)
         sent, received = ledger_by_msg_id(traffic.run_dir, "haph")
-        problems = phantom_problems(extra, sent, received, read(lab, BACKUP, backup, "NodeID"))
-        assert extra, f"no phantom on dc2: the window did not open ({summary})"
+        problems = phantom_problems(extra, sent, received, read(lab, BACKUP, backup, "NodeID"), killed_at)
+        phantoms, lost_acks = kinds_of_extra(extra, sent)
+        assert phantoms, f"no phantom on dc2: the window did not open ({summary}, {lost_acks} lost acks)"
         assert not problems, f"{len(problems)} of dc2's {len(extra)} extra messages are not phantoms: {problems[:20]}"
         removed = remove_messages(lab, "dc2", q, [str(m["userID"]) for m in extra])
         assert removed == len(extra), (removed, len(extra))
         assert until(lambda: read(lab, "dc2", mbean["dc2"], "MessageCount") == 0, 30, 0.2) is not None
         print(f"\nreplication stream held back (8 KiB buffers, backup stopped 0.7 s) at the kill, 1,000 msg/s: "
-              f"{len(extra)} phantoms on dc2, all unconfirmed sends sent again and received, removed; "
+              f"{len(extra)} extra on dc2: {phantoms} phantoms (unconfirmed sends sent again and received), "
+              f"{lost_acks} acknowledged before the kill whose acknowledgement the mirror lost; removed; "
               f"ledgers {summary}")
     finally:
         for broker, text in originals.items():
