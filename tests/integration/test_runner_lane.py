@@ -88,3 +88,30 @@ def test_a_breach_still_publishes_the_status(lab, tmp_path):
     assert rc != 0
     assert stats["continuity_status_breach_list"] == ["backlog"], out[-3000:]
     assert "SLA: BREACH backlog" in out
+
+
+def test_rehearsal_as_awx_runs_it(lab, tmp_path):
+    """The weekly rehearsal job template: survey answers as strings, the verdict and the report in the artifacts
+    (issue 21). The failover drill stays off, as the shipped schedule has it."""
+    evidence = tmp_path / "evidence"
+    lab.ensure_roles("dc1")
+    rc, stats, out = runner(lab, tmp_path, "playbooks/rehearsal.yml",
+                            {"continuity_rehearsal_traffic_seconds": "2", "continuity_rehearsal_rate": "100",
+                             "continuity_rehearsal_rpo_seconds": "5.0", "continuity_rehearsal_rto_seconds": "120",
+                             "continuity_rehearsal_failover_drill": "false",
+                             "continuity_rehearsal_confirm_failover_drill": "",
+                             "continuity_evidence_dir": str(evidence), "continuity_run_id": "awx-rehearsal"},
+                            "rehearsal")
+    assert rc == 0, out[-3000:]
+    assert sorted(stats) == sorted(["continuity_last_run_id", "continuity_verdict", "continuity_report",
+                                    "continuity_summary", "continuity_swapover_outage_seconds",
+                                    "continuity_swapback_outage_seconds", "continuity_failover",
+                                    "continuity_failback"]), sorted(stats)
+    assert stats["continuity_last_run_id"] == "awx-rehearsal"
+    assert stats["continuity_verdict"].lower() == "pass", stats["continuity_summary"]
+    assert Path(stats["continuity_report"]).is_file()
+    assert stats["continuity_swapover_outage_seconds"] is not None
+    assert stats["continuity_failover"] is None  # "false" is a string: read as a boolean, no drill ran
+    summary = json.loads((evidence / "awx-rehearsal" / "report" / "summary.json").read_text())
+    assert summary["verdict"] == stats["continuity_verdict"]
+    assert lab.roles() == {"dc1": "active", "dc2": "passive"}
