@@ -5,13 +5,13 @@ build/lab), with the outcomes the document promises checked after each command.
 What is not run is listed in NOT_RUN, by a marker each command of the block starts with, with the reason: a block
 the test neither runs nor lists fails the test, so a block added to the document is run or consciously excluded.
 
-How the commands are adapted (all of it in for_private_lab(), nothing else changes a command):
+How the commands are adapted (a command's text is changed in for_private_lab() only):
 - `make lab-up` / `make lab-down` are the private lab's Lab.up() / Lab.down() (lab/lab-up.sh and lab-down.sh
   with the private LAB_ROOT and LAB_PORT_BASE; the make targets would also run pip and Maven);
-- the document's ports (20xxx, the default LAB_PORT_BASE=20000) move to the private base, the way the document
-  says LAB_PORT_BASE moves every port; `build/lab` becomes the private LAB_ROOT and `build/evidence` the private
-  evidence directory (CONTINUITY_EVIDENCE_DIR, which the runbooks read too); a command that still holds a 20xxx
-  port or a build/lab path after that fails the test;
+- for_private_lab(): the document's ports (20xxx, the default LAB_PORT_BASE=20000) move to the private base, the
+  way the document says LAB_PORT_BASE moves every port; `build/lab` becomes the private LAB_ROOT and
+  `build/evidence` the private evidence directory (CONTINUITY_EVIDENCE_DIR, which the runbooks read too); a
+  command that still holds a 20xxx port or a build/lab path after that fails the test;
 - the traffic block (a second terminal in the document) runs in the background with the document's own
   --duration (60 s; no shorter one is needed: the swapover it is there for ends about 25 s after it starts, the
   failover and failback run while it goes on, as they would for the reader). The test waits for it before the
@@ -24,7 +24,10 @@ checkout's root, and must exit 0. After each one the sites' roles are read from 
 `Started`, as runbook_support.Lab.roles() reads them) and compared with ROLES_AFTER: dc1 active after lab-up,
 dc2 after the swapover, dc1 after the kill + failover, dc2 again after the failback with handover. Every
 `status.yml` must print the table with the roles just read and `SLA: ok (10 checks)`; the first one must have
-the shape of the document's expected output (same header, one row per site, same SLA line).
+the shape of the document's expected output (same header, one row per site, same SLA line). After the failover
+dc2's broker.xml fences it (persisted passive); the redeploy reports changed=0 and restarts no broker.
+
+About 3 minutes on the 2-core lab machine (lab-up 40-90 s, the commands about 2 minutes).
 """
 
 from __future__ import annotations
