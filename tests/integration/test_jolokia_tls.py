@@ -216,3 +216,23 @@ def test_existing_instance_switched_to_https_then_nothing_changes(lab, deployed)
     proc = lab.deploy()
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert all(r["changed"] == 0 for r in lab.recap(proc.stdout).values()), proc.stdout[-6000:]
+
+
+def test_runbooks_run_over_https(lab, deployed, tmp_path):
+    """Both sites serve Jolokia over https (after the switch above): the runbooks pass each site's CA file to the
+    modules through module_defaults (filter jolokia_connection; the broker role's copy on a broker host), so the
+    initial roles, status and a swapover there and back work with certificate verification on (issue 16)."""
+    evidence = ["-e", f"continuity_evidence_dir={tmp_path / 'evidence'}"]
+    proc = lab.playbook(ROOT / "playbooks" / "initial_roles.yml", "-e", "continuity_initial_active_site=dc1")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    proc = lab.playbook(ROOT / "playbooks" / "status.yml", *evidence)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert "SLA: ok" in proc.stdout, proc.stdout[-3000:]
+    for to_site in ("dc2", "dc1"):
+        proc = lab.playbook(ROOT / "playbooks" / "swapover.yml", "-e", f"continuity_to_site={to_site}", *evidence)
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    # dc1 is active again: its client acceptor serves, read over https with the CA
+    answer = lab.jolokia("dc1", {"type": "read", "mbean": 'org.apache.activemq.artemis:broker="dc1",'
+                                 'component=acceptors,name="artemis"', "attribute": "Started"},
+                         context=_ca_context(lab))
+    assert answer["value"] is True
