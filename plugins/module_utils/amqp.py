@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """AMQP 1.0 client helpers shared by the amqp_probe module and the rehearsal traffic tool (python-qpid-proton).
 
 - ``parse_endpoints``: a site's client URL list (``[site=]amqp[s]://host:port``), tried in order on failover.

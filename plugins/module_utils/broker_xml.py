@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see galaxy.yml)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Controller-side checks of a broker configuration before it reaches a host.
 
 Three kinds of check, each returning plain lists of messages (no Ansible dependency, so the unit tests and the

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """The continuity broker plugin's MBean (``plugin/``, docs/plugin.md) as the collection reads and drives it.
 
 One MBean, ``<domain>:broker="<name>",component=continuity``, holds the plugin's site role (the passive-site

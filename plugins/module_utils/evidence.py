@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Evidence records (docs/evidence.md, schemas/evidence-v1.schema.json): builders, writer, validation.
 
 Standard library only: the agent, the traffic tool and the pipeline import this file without ansible-core.

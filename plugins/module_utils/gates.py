@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Pure evaluation of mirror gate conditions over site snapshots, and the wait loop around it.
 
 Used by the ``mirror_wait`` module and by the runbooks. No I/O: snapshots come from

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """The one Jolokia client of continuity.artemis (modules, runbooks, agent, pipeline). Standard library only.
 
 Everything is POSTed as JSON (names with ``$`` and ``"`` are awkward in GET paths) over one keep-alive

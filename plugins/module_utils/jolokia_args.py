@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Shared Jolokia connection options of the modules (documented in doc_fragments/jolokia.py) and the helpers
 that build a client / site collector from module parameters. The only module_utils file here that knows
 about AnsibleModule."""

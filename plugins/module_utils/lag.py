@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Pure mirror lag / RPO / RTO model for ActiveMQ Artemis AMQP mirroring.
 
 No I/O happens here: every function takes plain numbers or mappings and returns plain data, so the

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Does anything accept connections on a site's client acceptor ports? A plain TCP connect, no protocol.
 
 Jolokia can be down while the broker serves (a web server that failed, a management port firewalled): the role a

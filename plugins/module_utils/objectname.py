@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Artemis JMX ObjectName builders and a parser for the names Jolokia returns.
 
 Artemis registers its MBeans with QUOTED values (``broker="dc1"``) and lower-case routing types

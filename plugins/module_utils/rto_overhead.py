@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Runbook executions and the runbook overhead the RTO estimate adds to the drain time (``lag.rto_estimate``).
 
 The agent and the pipeline both call this module, so they estimate the RTO on the same overhead:

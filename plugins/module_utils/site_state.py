@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Site snapshots: everything the gates, modules, agent and runbooks need about one broker, in a constant
 number of HTTP requests whatever the number of queues.
 

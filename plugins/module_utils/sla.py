@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """The one SLA rule: a value against its target.
 
 The continuity agent judges each mirror direction's estimates with it, the pipeline judges each run's and

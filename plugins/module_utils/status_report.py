@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """What an operator reads about the two sites: the status runbook's table and one-line role summaries.
 
 Pure functions (standard library only) used by the collection's filters (plugins/filter/continuity.py); the

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Site switches: activate or fence one site, and the swapover sequence, over the shared Jolokia client.
 
 The swapover runs inside ONE module execution (quiesce -> drain gate -> activate) because every Ansible task

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: continuity.artemis contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Private to continuity.artemis (its modules, plugins, roles and tools): no API promise to other collections.
 """Artemis version parsing and the feature matrix of ARTEMIS-FACTS section 5.
 
 Modules detect features from the broker's ``Version`` attribute (for example ``2.44.0``, the lab's

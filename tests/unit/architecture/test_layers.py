@@ -86,3 +86,11 @@ def test_the_jolokia_action_group_is_the_modules_that_document_it():
     documented = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")
                         if "continuity.artemis.attributes.actiongroup_jolokia" in _documented_fragments(p))
     assert group == documented
+
+
+def test_every_module_util_says_it_is_private():
+    """The core is the collection's own code, not an API for other collections (issue 19)."""
+    marker = "Private to continuity.artemis"
+    missing = [p.name for p in sorted((ROOT / "plugins" / "module_utils").glob("*.py"))
+               if p.name != "__init__.py" and marker not in "".join(p.read_text().splitlines(keepends=True)[:6])]
+    assert not missing, f"module_utils without the '{marker}' line in their header: {missing}"
