@@ -79,68 +79,76 @@ def drain_estimate_before(records: Iterable[dict], ts: float, window: float = 60
     return total
 
 
-def receive_times(records: Iterable[dict]) -> dict[str, Sequence[float]]:
-    """Site -> ``recv_ts`` of every ``received`` record (the traffic ledgers)."""
-    out: dict[str, array] = {}
+def _add_receive(receives: dict, rec: dict) -> None:
+    if rec.get("kind") == "received" and rec.get("recv_ts") is not None and rec.get("site") is not None:
+        receives.setdefault((rec.get("run_id") or "", rec["site"]), array("d")).append(float(rec["recv_ts"]))
+
+
+def receive_times(records: Iterable[dict]) -> dict[tuple[str, str], Sequence[float]]:
+    """(run id, site) -> ``recv_ts`` of every ``received`` record (the traffic ledgers)."""
+    out: dict = {}
     for rec in records:
-        if rec.get("kind") == "received" and rec.get("recv_ts") is not None and rec.get("site") is not None:
-            out.setdefault(rec["site"], array("d")).append(float(rec["recv_ts"]))
+        _add_receive(out, rec)
     return out
 
 
-def swapover_runs(records: Iterable[dict], receives: Mapping[str, Sequence[float]] | None = None) -> list[SwapoverRun]:
+def swapover_runs(records: Iterable[dict],
+                  receives: Mapping[tuple[str, str], Sequence[float]] | None = None) -> list[SwapoverRun]:
     """Completed swapovers found in phase records, oldest first, with their first receive on the new site.
 
     Executions are told apart by the collection's one rule (``rto_overhead.executions``: a phase name seen again
     starts the next one). Executions with an unfinished phase (``end_ts`` null) or a failed/rolled back phase are
-    skipped: they did not measure a complete switch. The first receive is the first ``recv_ts`` on the new
-    active site (the last ``roles_after``) at or after the start and before the next swapover to that site
-    starts. ``receives``: :func:`receive_times`, by default taken from ``records``. ``run_id`` of a second
-    swapover in the same run is suffixed ``#2``, ``#3``...
+    skipped: they did not measure a complete switch. The first receive is the first ``recv_ts`` of the same run on
+    the new active site (the last ``roles_after``) at or after the start and before the run's next runbook
+    execution starts (a later switch, the failover drill): a receive after that measures another switch, and a
+    receive of another run another traffic altogether. ``receives``: :func:`receive_times`, by default taken from
+    ``records``. ``run_id`` of a second swapover in the same run is suffixed ``#2``, ``#3``...
     """
     records = list(records)
     if receives is None:
         receives = receive_times(records)
     found = []
+    starts: dict[str, list[float]] = {}  # run id -> start of every execution of any runbook
     for e in overhead_model.executions(r for r in records if r.get("kind") == "phase"):
+        start = min(float(p["start_ts"]) for p in e["phases"])
+        starts.setdefault(e["run_id"], []).append(start)
         if e["runbook"] != SWAPOVER or not overhead_model.completed(e):
             continue
-        start = min(float(p["start_ts"]) for p in e["phases"])
         end = max(float(p["end_ts"]) for p in e["phases"])
         old, new = overhead_model.sites_switched(e)
         drain = drain_estimate_before(records, start, site=old)
         found.append((e["run_id"], start, end, min(drain, end - start), old, new))
     found.sort(key=lambda r: r[1])
-    sorted_times = {site: sorted(times) for site, times in receives.items()}
+    sorted_times = {key: sorted(times) for key, times in receives.items()}
     runs: list[SwapoverRun] = []
-    for i, (run_id, start, end, drain, old, new) in enumerate(found):
-        later = [r[1] for r in found[i + 1:] if r[5] == new]
+    for run_id, start, end, drain, old, new in found:
+        later = [t for t in starts.get(run_id, []) if t > start]
         first = None
-        times = sorted_times.get(new) or []
+        times = sorted_times.get((run_id, new)) or []
         k = bisect.bisect_left(times, start)
-        if k < len(times) and (not later or times[k] < later[0]):
+        if k < len(times) and (not later or times[k] < min(later)):
             first = times[k]
         n = sum(1 for r in runs if r.run_id.split("#")[0] == run_id)
         runs.append(SwapoverRun(run_id if n == 0 else f"{run_id}#{n + 1}", start, end, drain, old, new, first))
     return runs
 
 
-def read_evidence(evidence_dir: str, max_files: int = 500) -> tuple[list[dict], dict[str, Sequence[float]]]:
-    """Phase and lag sample records, and the receive times per site (:func:`receive_times`; the ledgers can hold
-    millions of records, so only their ``site`` and ``recv_ts`` are kept), from ``<evidence_dir>/**.jsonl``
+def read_evidence(evidence_dir: str, max_files: int = 500) -> tuple[list[dict], dict]:
+    """Phase and lag sample records, and the receive times per run and site (:func:`receive_times`; the ledgers
+    can hold millions of records, so only their run id, ``site`` and ``recv_ts`` are kept), from
+    ``<evidence_dir>/**.jsonl``
     (newest files first, at most ``max_files``)."""
     files = glob.glob(os.path.join(evidence_dir, "**", "*.jsonl"), recursive=True)
     files.sort(key=lambda p: os.path.getmtime(p), reverse=True)
     out: list[dict] = []
-    receives: dict[str, array] = {}
+    receives: dict = {}
     for path in files[:max_files]:
         try:
             for _number, rec in evidence.iter_records(path):
-                kind = rec.get("kind")
-                if kind in ("phase", "lag_sample"):
+                if rec.get("kind") in ("phase", "lag_sample"):
                     out.append(rec)
-                elif kind == "received" and rec.get("recv_ts") is not None and rec.get("site") is not None:
-                    receives.setdefault(rec["site"], array("d")).append(float(rec["recv_ts"]))
+                else:
+                    _add_receive(receives, rec)
         except (OSError, ValueError, evidence.EvidenceError) as exc:
             LOG.warning("skipping unreadable evidence file %s: %s", path, exc)
     return out, receives

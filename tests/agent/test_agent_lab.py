@@ -310,7 +310,7 @@ def test_rto_estimate_against_observed_swapovers() -> None:
     definition: observed RTO minus drain, the largest of the newest three); compared with N's observed RTO (first
     phase start to the first message received on the new active site). Every error is written to
     build/test-results/agent-rto-error.json; the median absolute error must stay within max(1 s, 50 % of the
-    median observed RTO)."""
+    median observed RTO), the largest within max(5 s, 5 times the median observed RTO)."""
     import statistics
 
     from continuity_agent import rto
@@ -339,3 +339,5 @@ def test_rto_estimate_against_observed_swapovers() -> None:
     out.write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}))
     assert summary["median_abs_error"] <= max(1.0, 0.5 * summary["median_observed"]), summary
+    # and no single estimate is absurd (a receive of another run once made one 3,081 s)
+    assert summary["max_abs_error"] <= max(5.0, 5 * summary["median_observed"]), summary

@@ -89,17 +89,18 @@ def lag(ts, backlog, drain_rate, site="dc1", connection="DC2"):
                                       connection=connection)
 
 
-def received(site, ts):
-    return evidence.received_record("x", "c0", f"m{ts}", "orders", site, ts, ts, 0)
+def received(run_id, site, ts):
+    return evidence.received_record(run_id, "c0", f"m{ts}", "orders", site, ts, ts, 0)
 
 
 def test_swapover_overhead_is_observed_rto_minus_drain():
     recs = [
         phase("r1", "quiesce", 100.0, 100.4), phase("r1", "drain", 100.4, 103.4), phase("r1", "activate", 103.4, 104.0),
         lag(99.0, 5000, 2000.0), lag(98.0, 1, 1.0), lag(99.5, 700, 1.0, site="dc2", connection="DC1"),
-        received("dc1", 101.0), received("dc2", 104.5), received("dc2", 104.2), received("dc2", 106.0),
+        received("r1", "dc1", 101.0), received("r1", "dc2", 104.5), received("r1", "dc2", 104.2),
+        received("r1", "dc2", 106.0),
         phase("r2", "quiesce", 200.0, 200.2, roles=TO_DC1), phase("r2", "drain", 200.2, 200.7, roles=TO_DC1),
-        phase("r2", "activate", 200.7, 201.0, roles=TO_DC1), received("dc1", 201.2),
+        phase("r2", "activate", 200.7, 201.0, roles=TO_DC1), received("r2", "dc1", 201.2),
         lag(120.0, 999, 1.0),                       # older than 60 s before r2: ignored
         phase("r3", "quiesce", 300.0, 300.1), phase("r3", "drain", 300.1, 301.0, decision="rollback"),
         phase("r4", "quiesce", 400.0, None),
@@ -122,19 +123,32 @@ def test_a_swapover_without_a_receive_on_its_new_site_has_no_overhead():
     recs = [phase("a", "quiesce", 10.0, 10.5), phase("a", "activate", 10.5, 11.0),
             phase("b", "quiesce", 20.0, 20.5, roles=TO_DC1), phase("b", "activate", 20.5, 21.0, roles=TO_DC1),
             phase("c", "quiesce", 30.0, 30.5), phase("c", "activate", 30.5, 31.0),
-            received("dc2", 31.5)]   # after c started: c's first receive, not a's
+            received("c", "dc2", 31.5)]   # c's first receive, not a's (another run)
     runs = rto.swapover_runs(recs)
     assert [r.rto_observed for r in runs] == [None, None, pytest.approx(1.5)]
     assert [r.overhead for r in runs][:2] == [None, None]
     assert rto.overhead_of(runs) == pytest.approx(1.5) and rto.overhead_of(runs[:2]) is None
 
 
+def test_a_receive_of_another_run_or_after_the_next_switch_is_not_this_swapovers():
+    """Seen on real evidence before the fix: a rehearsal whose swapover had no receive on its new site took the first
+    receive on that site of a run 51 minutes later, an observed RTO (and an overhead) of 3,081 s."""
+    recs = [phase("old", "quiesce", 10.0, 10.5), phase("old", "activate", 10.5, 11.0),
+            received("new", "dc2", 3091.0),                                      # another run's traffic
+            phase("drill", "quiesce", 5000.0, 5000.5), phase("drill", "activate", 5000.5, 5001.0),
+            evidence.phase_record("drill", "failover", "activate", 5100.0, 5105.0, "done"),
+            received("drill", "dc2", 5106.0)]                                    # after the next execution began
+    runs = rto.swapover_runs(recs)
+    assert [r.rto_observed for r in runs] == [None, None]
+    assert rto.overhead_of(runs) is None
+
+
 def test_several_swapovers_in_one_run_are_separate():
     recs = [phase("reh", "preflight", 10.0, 10.1), phase("reh", "drain", 10.1, 10.4),
-            phase("reh", "activate", 10.4, 10.5), received("dc2", 10.7),
+            phase("reh", "activate", 10.4, 10.5), received("reh", "dc2", 10.7),
             evidence.phase_record("reh", "failover", "activate", 20.0, 25.0, "done"),
             phase("reh", "preflight", 90.0, 90.1, roles=TO_DC1), phase("reh", "drain", 90.1, 90.3, roles=TO_DC1),
-            phase("reh", "activate", 90.3, 91.0, roles=TO_DC1), received("dc1", 91.2)]
+            phase("reh", "activate", 90.3, 91.0, roles=TO_DC1), received("reh", "dc1", 91.2)]
     runs = rto.swapover_runs(recs)
     assert [r.run_id for r in runs] == ["reh", "reh#2"]
     assert [round(r.rto_observed, 3) for r in runs] == [0.7, 1.2]
@@ -167,7 +181,7 @@ def test_overhead_source_prefers_evidence_then_summary_then_config(tmp_path):
                              refresh=60, clock=lambda: clock[0])
     assert src.current() == (2.5, "summary")   # no receive in the evidence: no observed RTO, the summary stays
     with evidence.EvidenceWriter(str(run_dir / "received.jsonl"), flush_interval=0) as w:
-        w.write(received("dc2", 12.4))
+        w.write(received("x", "dc2", 12.4))
     clock[0] = 61.0
     value, source = src.current()
     assert source == "evidence" and value == pytest.approx(2.4)
