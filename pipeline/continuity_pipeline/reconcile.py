@@ -95,7 +95,7 @@ def _switch_keys(switch_rows: list[tuple], ts: Column) -> tuple[Column, Column]:
     """Two small per-event keys that make the per-switch figures exact from a map-side-combined aggregate:
 
     ``_phase``: how many switch starts of the event's run lie at or before its time (switch j of a run, in start
-    order, has its first receive among events with ``_phase > j``); ``_rate_mask``: bit j set when the event lies
+    order, has its first receive among events with ``_phase == j + 1``: after its start, before the next switch); ``_rate_mask``: bit j set when the event lies
     in switch j's send-rate window [start - RATE_WINDOW_SECONDS, start).
     """
     starts: dict[str, list[float]] = {}
@@ -150,7 +150,7 @@ def _per_switch(agg_rows: list[dict], switch_rows: list[tuple]) -> tuple[list[di
         for r in rows:
             j, (_rid, switch_id, _start, old_site, new_site) = index[id(r)], r
             times = [a["first_ev_ts"] for a in agg_rows if a["run_id"] == run_id and a["ledger"] == "received"
-                     and a["site"] == new_site and a["_phase"] > j and a["first_ev_ts"] is not None]
+                     and a["site"] == new_site and a["_phase"] == j + 1 and a["first_ev_ts"] is not None]
             if times:
                 first.append({"run_id": run_id, "switch_id": switch_id, "first_recv_ts": min(times)})
             sends = sum(int(a["records"]) for a in agg_rows if a["run_id"] == run_id and a["ledger"] == "sent"

@@ -148,6 +148,19 @@ def test_per_switch_figures_from_the_writer_aggregate():
                     {"run_id": "r", "switch_id": "swapover#1", "client_send_rate": 4.0}]
 
 
+def test_a_switch_without_a_receive_before_the_next_has_no_first_receive():
+    """A receive on the new site after the NEXT switch measures that switch, not this one (the agent made a 3,081 s
+    RTO out of such a receive before issue 19's fix; the pipeline's window had the same gap)."""
+    from continuity_pipeline import reconcile
+
+    switches = [("r", "swapover#1", 100.0, "dc1", "dc2"), ("r", "swapover#2", 110.0, "dc2", "dc1"),
+                ("r", "failover@120", 120.0, "dc1", "dc2")]
+    rows = [{"run_id": "r", "ledger": "received", "site": "dc2", "_phase": 3, "_rate_mask": 0, "records": 4,
+             "first_ev_ts": 121.0, "accepted": True}]
+    first, _rate = reconcile._per_switch(rows, switches)
+    assert first == [{"run_id": "r", "switch_id": "failover@120", "first_recv_ts": 121.0}]
+
+
 def test_lost_messages_per_switch_and_merged_counts():
     from continuity_pipeline import reconcile
 
