@@ -26,13 +26,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from continuity_lab import wan
+from continuity_lab import waiting, wan
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = {"two-site": REPO / "inventories" / "lab" / "hosts.yml", "ha": REPO / "inventories" / "lab" / "ha.yml"}
@@ -185,15 +184,10 @@ def _client(url: str) -> Any:
 def _wait(what: str, predicate: Any, timeout: float) -> None:
     from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except (OSError, urllib.error.URLError, ValueError, KeyError, jolokia.JolokiaError):
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"lab: timed out after {timeout:.0f}s waiting for {what}")
+    try:
+        waiting.until(what, predicate, timeout, transient=(*waiting.TRANSIENT, jolokia.JolokiaError))
+    except waiting.TimedOut as exc:
+        raise SystemExit(f"lab: {exc}") from None
 
 
 def playbook(plan: Plan, name: str, timeout: float = 900) -> None:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from continuity_lab import labctl, wan
+from continuity_lab import labctl, waiting, wan
 
 REPO = labctl.REPO
 FIXTURES = REPO / "tests" / "unit" / "fixtures" / "recorded"
@@ -237,17 +237,10 @@ def jolokia(lab: LabAccess, site: str, payload: Any) -> Any:
 
 
 def wait(what: str, predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (OSError, RuntimeError, ValueError, KeyError) as exc:
-            last = exc
-        time.sleep(0.2)
-    raise SystemExit(f"record: timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+    try:
+        return waiting.until(what, predicate, timeout)
+    except waiting.TimedOut as exc:
+        raise SystemExit(f"record: {exc}") from None
 
 
 def snf(lab: LabAccess) -> dict[str, Any]:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import time
-import urllib.error
 from pathlib import Path
 from typing import Any
+
+from continuity_lab import waiting
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (OSError, urllib.error.URLError, ConnectionError):
-            last = None
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+    """The lab's polling rule (continuity_lab.waiting) as a test assertion."""
+    try:
+        return waiting.until("the condition", predicate, timeout, interval)
+    except waiting.TimedOut as exc:
+        raise AssertionError(str(exc)) from None
