@@ -7,70 +7,17 @@ build/downloads); the same deploy through the WAN emulator is what `lab-up.sh` d
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import random
-import re
-import shutil
-import subprocess
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-VERSION = os.environ.get("LAB_ARTEMIS_VERSION", "2.44.0")
-ADMIN = ("admin", "lab-admin-secret")  # inventories/lab/group_vars/artemis.yml
-PORT_OFFSETS = {"dc1": 0, "dc2": 100}  # inventories/lab/group_vars/dc*.yml
+from deploy_support import ADMIN, PORT_OFFSETS, DeployLab, free_port_base
 
 pytestmark = [pytest.mark.slow]
 
 
-def _port_base():
-    from continuity_lab import labctl
-
-    return labctl.free_port_base()
-
-
-class Lab:
-    def __init__(self, root: Path, base: int):
-        self.root = root
-        self.base = base
-        self.inventory = root / "inventory"
-        shutil.copytree(ROOT / "inventories" / "lab", self.inventory)
-        # the inventory is copied, so the plugin jar (found relative to the inventory) is named explicitly
-        self.env = dict(os.environ, LAB_ROOT=str(root / "lab"),
-                        LAB_PORT_BASE=str(base), LAB_ARTEMIS_VERSION=VERSION,
-                        LAB_PLUGIN_JAR=str(ROOT / "plugin" / "target" / "continuity-artemis-plugin-0.1.0.jar"),
-                        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
-
-    def deploy(self, *extra):
-        cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(self.inventory / "hosts.yml"),
-               str(ROOT / "playbooks" / "deploy.yml"), *extra]
-        proc = subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=900)
-        return proc
-
-    def recap(self, out):
-        return {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-                for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M)}
-
-    def instance(self, site):
-        return self.root / "lab" / site
-
-    def pid(self, site):
-        return (self.instance(site) / "data" / "artemis.pid").read_text().strip()
-
-    def jolokia(self, site, body):
-        port = self.base + 161 + PORT_OFFSETS[site]
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/console/jolokia/", data=json.dumps(body).encode(), method="POST",
-            headers={"Origin": f"http://127.0.0.1:{port}", "Content-Type": "application/json",
-                     "Authorization": "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode()})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read())
-
+class Lab(DeployLab):
     def connections(self, site):
         answer = self.jolokia(site, {"type": "exec", "mbean": f'org.apache.activemq.artemis:broker="{site}"',
                                      "operation": "listBrokerConnections()"})
@@ -90,12 +37,6 @@ class Lab:
             "mbean": f'org.apache.activemq.artemis:broker="{site}",component=addresses,address="{address}"'})
         return answer["status"] == 200
 
-    def stop(self):
-        for site in PORT_OFFSETS:
-            service = self.instance(site) / "bin" / "artemis-service"
-            if service.exists():
-                subprocess.run([str(service), "stop"], capture_output=True, timeout=60)
-
 
 def _connected(value):
     return value in (True, "true")
@@ -103,7 +44,7 @@ def _connected(value):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("deploy"), _port_base())
+    lab = Lab(tmp_path_factory.mktemp("deploy"), free_port_base())
     yield lab
     lab.stop()
 

@@ -9,11 +9,8 @@ https URL with ca_path, and broker_info reads through it; the mirror role's chec
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
-import os
-import shutil
 import ssl
 import subprocess
 import urllib.error
@@ -21,20 +18,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from deploy_support import PORT_OFFSETS, ROOT, VERSION, DeployLab, free_port_base
 
-ROOT = Path(__file__).resolve().parents[2]
-VERSION = os.environ.get("LAB_ARTEMIS_VERSION", "2.44.0")
-ADMIN = ("admin", "lab-admin-secret")  # inventories/lab/group_vars/artemis.yml
-PORT_OFFSETS = {"dc1": 0, "dc2": 100}
 STOREPASS = 'se"c<r&t-web'  # needs XML escaping in bootstrap.xml (artemis create writes it raw)
 
 pytestmark = [pytest.mark.slow]
-
-
-def _port_base():
-    from continuity_lab import labctl
-
-    return labctl.free_port_base()
 
 
 def _keystore(where: Path):
@@ -54,50 +42,17 @@ def _tls_vars(ks, ca):
             f"  keystore_password: {json.dumps(STOREPASS)}\n  keystore_type: PKCS12\n  ca_path: {ca}\n")
 
 
-class Lab:
+class Lab(DeployLab):
+    scheme = "https"
+
     def __init__(self, root: Path, base: int):
-        self.root = root
-        self.base = base
-        self.inventory = root / "inventory"
-        shutil.copytree(ROOT / "inventories" / "lab", self.inventory)
+        super().__init__(root, base)
         self.keystore, self.ca = _keystore(root)
-        self.env = dict(os.environ, LAB_ROOT=str(root / "lab"), LAB_PORT_BASE=str(base), LAB_ARTEMIS_VERSION=VERSION,
-                        LAB_PLUGIN_JAR=str(ROOT / "plugin" / "target" / "continuity-artemis-plugin-0.1.0.jar"),
-                        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
 
     def set_tls(self, host):
         host_vars = self.inventory / "host_vars"
         host_vars.mkdir(exist_ok=True)
         (host_vars / f"{host}.yml").write_text(_tls_vars(self.keystore, self.ca))
-
-    def playbook(self, path, *extra):
-        cmd = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(self.inventory / "hosts.yml"), str(path),
-               *extra]
-        return subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=900)
-
-    def deploy(self, *extra):
-        return self.playbook(ROOT / "playbooks" / "deploy.yml", *extra)
-
-    def recap(self, out):
-        import re
-
-        return {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-                for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M)}
-
-    def instance(self, site):
-        return self.root / "lab" / site
-
-    def pid(self, site):
-        return (self.instance(site) / "data" / "artemis.pid").read_text().strip()
-
-    def jolokia(self, site, body, scheme="https", context=None):
-        port = self.base + 161 + PORT_OFFSETS[site]
-        req = urllib.request.Request(
-            f"{scheme}://127.0.0.1:{port}/console/jolokia/", data=json.dumps(body).encode(), method="POST",
-            headers={"Origin": f"{scheme}://127.0.0.1:{port}", "Content-Type": "application/json",
-                     "Authorization": "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode()})
-        with urllib.request.urlopen(req, timeout=10, context=context) as resp:
-            return json.loads(resp.read())
 
     def started(self, site, **kw):
         return self.jolokia(site, {"type": "read", "mbean": f'org.apache.activemq.artemis:broker="{site}"',
@@ -108,16 +63,10 @@ class Lab:
                                      "operation": "listBrokerConnections()"}, **kw)
         return {c["name"]: c for c in json.loads(answer["value"])}[peer.upper()].get("connected") in (True, "true")
 
-    def stop(self):
-        for site in PORT_OFFSETS:
-            service = self.instance(site) / "bin" / "artemis-service"
-            if service.exists():
-                subprocess.run([str(service), "stop"], capture_output=True, timeout=60)
-
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("jolokia-tls"), _port_base())
+    lab = Lab(tmp_path_factory.mktemp("jolokia-tls"), free_port_base())
     yield lab
     lab.stop()
 
