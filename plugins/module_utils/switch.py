@@ -501,7 +501,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
         timings["stop_seconds"] = clock() - t_stop
     except j.JolokiaError as exc:
         resume_old("quiesce failed")
-        reason = ("quiesce of %s failed: %s; it may be partly fenced: run the swapover again (it resumes) or "
+        reason = ("quiesce of %s failed: %s; it may be partly fenced (client acceptors stopped, or client queues "
+                  "left paused: status.yml shows paused_queues): run the swapover again (it resumes) or "
                   "site_role state=active on %s to undo" % (old.name, exc, old.name))
         phases.append(phase(runbook, "quiesce", t_quiesce, wall(), "fail", reason))
         raise SwitchError(reason, phases, state) from exc

@@ -302,6 +302,15 @@ def module_kwargs():
     )
 
 
+def _roles_now(old, new):
+    """Each site's role read now; ``unreachable`` for a site that cannot be read."""
+    try:
+        return dict((site.name, switch.role_of(site.snapshot_or_unreachable(), site.client_acceptors))
+                    for site in (old, new))
+    except Exception:  # pylint: disable=broad-except  # best effort: the failure message must still be given
+        return None
+
+
 def run_module(module):
     p = module.params
     if p["old_site"]["name"] == p["new_site"]["name"]:
@@ -327,8 +336,10 @@ def run_module(module):
                               settle_timeout=p["settle_timeout"], address_filter=p["address_filter"] or None)
     except switch.SwitchError as exc:
         path = None if module.check_mode else _write_evidence(p, exc.phases)
+        # A switch that stopped before its roles were known (quiesce, activation or rollback failed) reports the
+        # roles as the brokers give them now: the runbook's message says what state both sites are in.
         module.fail_json(msg=str(exc), phases=exc.phases, roles_before=exc.state.get("roles_before"),
-                         roles_after=exc.state.get("roles_after"), evidence_file=path)
+                         roles_after=exc.state.get("roles_after") or _roles_now(old, new), evidence_file=path)
     except (jolokia.JolokiaError, ValueError) as exc:
         module.fail_json(msg="swapover stopped before any change could be proven: %s" % exc)
     path = None if module.check_mode else _write_evidence(p, res["phases"])
