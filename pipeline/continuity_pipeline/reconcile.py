@@ -95,8 +95,9 @@ def _switch_keys(switch_rows: list[tuple], ts: Column) -> tuple[Column, Column]:
     """Two small per-event keys that make the per-switch figures exact from a map-side-combined aggregate:
 
     ``_phase``: how many switch starts of the event's run lie at or before its time (switch j of a run, in start
-    order, has its first receive among events with ``_phase == j + 1``: after its start, before the next switch); ``_rate_mask``: bit j set when the event lies
-    in switch j's send-rate window [start - RATE_WINDOW_SECONDS, start).
+    order, has its first receive among events with ``_phase == j + 1``: after its start, before the next switch);
+    ``_rate_mask``: bit j set when the event lies in switch j's send-rate window [start - RATE_WINDOW_SECONDS,
+    start).
     """
     starts: dict[str, list[float]] = {}
     for run_id, _sid, start, _old, _new in switch_rows:
