@@ -1,10 +1,12 @@
-# Fault injection for tests/integration/test_faults.py: the controller dies (SIGKILL of ansible-playbook and every
-# process under it) when a given task starts. Not part of the collection.
+# Fault injection for tests/integration/test_faults*.py: the controller dies (SIGKILL of ansible-playbook and every
+# process under it) when a given task starts, or a URL is POSTed to (a lab WAN link's /cut: a site's Jolokia goes
+# down) when a given task starts, before that task runs. Not part of the collection.
 from __future__ import annotations
 
 import json
 import os
 import signal
+import urllib.request
 
 from ansible.plugins.callback import CallbackBase
 
@@ -15,6 +17,8 @@ short_description: kill the controller when a task starts (test fault injection)
 description:
   - KILL_AT_TASK names the task; KILL_AT_OCCURRENCE (default 1) which start of it. Every task start is appended as
     a JSON line to KILL_TASK_LOG when set, so a test can list the task boundaries of a runbook.
+  - FAULT_AT_TASK / FAULT_AT_OCCURRENCE / FAULT_POST_URL - at that start of that task, POST {} to the URL (for example
+    a WAN link's control endpoint /cut) and wait for its answer before the task runs.
 """
 
 
@@ -65,6 +69,9 @@ class CallbackModule(CallbackBase):
         self.target = os.environ.get("KILL_AT_TASK") or None
         self.occurrence = int(os.environ.get("KILL_AT_OCCURRENCE") or 1)
         self.log = os.environ.get("KILL_TASK_LOG") or None
+        self.fault = os.environ.get("FAULT_AT_TASK") or None
+        self.fault_occurrence = int(os.environ.get("FAULT_AT_OCCURRENCE") or 1)
+        self.fault_url = os.environ.get("FAULT_POST_URL") or None
         self.seen: dict[str, int] = {}
 
     def v2_playbook_on_task_start(self, task, is_conditional):
@@ -73,6 +80,11 @@ class CallbackModule(CallbackBase):
         if self.log:
             with open(self.log, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"task": name, "occurrence": self.seen[name]}) + "\n")
+        if name == self.fault and self.seen[name] == self.fault_occurrence and self.fault_url:
+            req = urllib.request.Request(self.fault_url, data=b"{}", method="POST",
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                resp.read()
         if name == self.target and self.seen[name] == self.occurrence:
             kill_tree(os.getpid())
 

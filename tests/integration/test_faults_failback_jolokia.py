@@ -1,0 +1,492 @@
+"""Fault injection on the real two-site lab (issue 16), the parts tests/integration/test_faults.py does not cover:
+
+1. one site's Jolokia down at each phase of a swapover (preflight, quiesce, drain gate, activate, seal, post-gates)
+   and of a failback, under traffic for the swapover. The broker keeps serving AMQP; only its management endpoint
+   is unreachable: each site's Jolokia is reached through a lab WAN link (continuity_lab.wan, in this process) and
+   the runbooks are pointed at it by an overlay inventory (continuity_jolokia_url, continuity_jolokia_origin: the
+   broker's jolokia-access.xml checks the Origin header against its own web server). The link is cut when the phase
+   starts (a task start, through the kill_at_task callback, or a broker state watched over the real Jolokia every
+   5 ms for the phases inside the one swapover task) and restored after the run. The run must complete or stop with
+   a message naming both sites' roles; then the same command converges and status.yml reports no safety breach.
+2. the controller killed at every task boundary of failback.yml itself (tasks/failback.yml: fence, start, wait,
+   pair roles, mirror connections, stale backlog, sync; then the handover), each followed by the same command: it
+   must converge (the returning site passive and in sync, or active after a handover), status.yml must report no
+   safety breach.
+
+A sampler reads both brokers' client acceptors directly (not through the links) every 50 ms all along: never two
+sites serving. The swapover ledgers must show nothing lost. Printed numbers go to benchmarks/README.md.
+
+FAULTS_LAB_ROOT / FAULTS_LAB_BASE: use a lab already up there (development; it is left running).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from runbook_support import (
+    HTTP_OFFSET,
+    ROOT,
+    SITES,
+    VENV_BIN,
+    Lab,
+    RoleSampler,
+    Traffic,
+    phases,
+    reconcile,
+    secrets_in,
+)
+from test_faults import CALLBACKS, SAFETY_CHECKS, breaches, kill_broker, kill_tree, reads_true, state
+
+from ansible_collections.continuity.artemis.plugins.module_utils import objectname
+
+pytestmark = [pytest.mark.slow]
+
+ADDRESS = "faultsj.orders"
+RESULTS: dict = {"jolokia": [], "kills": [], "runs": 0}
+FAST = {"continuity_drain_timeout": 20, "continuity_post_gate_timeout": 20, "continuity_sync_timeout": 30}
+
+
+# ---------------------------------------------------------------------- lab, Jolokia links, overlay
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    reuse = os.environ.get("FAULTS_LAB_ROOT")
+    if reuse:
+        the_lab = Lab(Path(reuse), base=int(os.environ["FAULTS_LAB_BASE"]))
+        the_lab.endpoints = json.loads((the_lab.root / "endpoints.json").read_text())
+        the_lab.ensure_roles("dc1")
+        yield the_lab
+        return
+    the_lab = Lab(tmp_path_factory.mktemp("faults-fj-lab"))
+    try:
+        the_lab.up()
+        the_lab.ensure_roles("dc1")
+        yield the_lab
+    finally:
+        the_lab.down()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JolokiaLinks:
+    """One WAN link per site in front of its Jolokia port, with a control endpoint (POST /cut, /restore)."""
+
+    def __init__(self, lab: Lab, root: Path):
+        from continuity_lab.wan import WanLink, serve_control
+
+        self.lab, self.links, self.controls, self.httpd = lab, {}, {}, []
+        for site in SITES:
+            link = WanLink(("127.0.0.1", lab.base + HTTP_OFFSET[site]), ("127.0.0.1", free_port()),
+                           f"jolokia-{site}").start()
+            httpd = serve_control(link)
+            self.links[site] = link
+            self.controls[site] = f"http://127.0.0.1:{httpd.server_address[1]}"
+            self.httpd.append(httpd)
+        self.overlay = root / "jolokia-through-links.yml"
+        hosts = "".join(
+            f"        {site}:\n          hosts:\n            {site}-artemis:\n"
+            f"              continuity_jolokia_url: http://127.0.0.1:{self.links[site].port}/console/jolokia\n"
+            f"              continuity_jolokia_origin: http://127.0.0.1:{lab.base + HTTP_OFFSET[site]}\n"
+            for site in SITES)
+        self.overlay.write_text("all:\n  children:\n    artemis:\n      children:\n" + hosts)
+
+    def url(self, site: str) -> str:
+        return f"http://127.0.0.1:{self.links[site].port}/console/jolokia"
+
+    def cut(self, site: str) -> None:
+        self.links[site].cut()
+
+    def restore(self, site: str | None = None) -> None:
+        for s in [site] if site else SITES:
+            self.links[s].restore()
+
+    def stop(self) -> None:
+        for httpd in self.httpd:
+            httpd.shutdown()
+        for link in self.links.values():
+            link.stop()
+
+
+@pytest.fixture(scope="module")
+def links(lab, tmp_path_factory):
+    the_links = JolokiaLinks(lab, tmp_path_factory.mktemp("faults-fj-links"))
+    yield the_links
+    the_links.stop()
+
+
+@pytest.fixture(scope="module")
+def sampler(lab):
+    """Both brokers' client acceptors read directly (not through the links) every 50 ms for the whole module."""
+    the_sampler = RoleSampler(lab, interval=0.05, max_seconds=3600)
+    the_sampler.start()
+    yield the_sampler
+    the_sampler.stop()
+
+
+@pytest.fixture(scope="module")
+def load(lab, sampler, tmp_path_factory):
+    evidence = tmp_path_factory.mktemp("faults-fj-evidence")
+    traffic = Traffic(lab, evidence, "faults-jolokia", "fj", address=ADDRESS, producers=2, consumers=2, rate=100)
+    traffic.start()
+    try:
+        yield traffic, evidence
+    finally:
+        traffic.stop()
+
+
+# ---------------------------------------------------------------------- one controller run
+def run(lab: Lab, playbook: str, extra: dict, overlay: Path | None = None, kill_at: tuple[str, int] | None = None,
+        fault_at: tuple[str, int, str] | None = None, when=None, then=None, task_log: Path | None = None,
+        timeout: float = 400) -> dict:
+    """ansible-playbook as the operator runs it (plus the fault callback). ``kill_at``: (task, occurrence) at whose
+    start the controller dies; ``fault_at``: (task, occurrence, url) POSTed at that task's start before it runs;
+    ``when``/``then``: ``then()`` once ``when()`` holds (polled every 5 ms)."""
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(lab.inventory)]
+    if overlay is not None:
+        argv += ["-i", str(overlay)]
+    argv += [str(ROOT / "playbooks" / playbook), "-e", json.dumps(extra)]
+    env = {**lab.env, "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_CALLBACKS_ENABLED": "kill_at_task"}
+    if kill_at:
+        env.update(KILL_AT_TASK=kill_at[0], KILL_AT_OCCURRENCE=str(kill_at[1]))
+    if fault_at:
+        env.update(FAULT_AT_TASK=fault_at[0], FAULT_AT_OCCURRENCE=str(fault_at[1]), FAULT_POST_URL=fault_at[2])
+    if task_log:
+        env["KILL_TASK_LOG"] = str(task_log)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
+                            start_new_session=True)
+    fired = threading.Event()
+
+    def watch() -> None:
+        while proc.poll() is None:
+            if when():
+                then()
+                fired.set()
+                return
+            time.sleep(0.005)
+
+    if when is not None:
+        threading.Thread(target=watch, daemon=True).start()
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        out, _ = proc.communicate()
+        raise AssertionError(f"{playbook} still running after {timeout} s:\n{out[-3000:]}") from None
+    RESULTS["runs"] += 1
+    assert not secrets_in(out), f"{playbook} printed secrets {secrets_in(out)}"
+    return {"rc": proc.returncode, "out": out, "wall": round(time.monotonic() - t0, 1), "fired": fired.is_set(),
+            "killed": proc.returncode == -signal.SIGKILL}
+
+
+def failure_message(out: str) -> str:
+    """The last failed task's message, on one line (ansible-core 2.19: ``[ERROR]: Task failed: Action failed: ...``)."""
+    said = " ".join(out.split())
+    at = max(said.rfind("[ERROR]: Task failed: "), said.rfind("fatal: ["))
+    if at < 0:
+        return said[-1500:]
+    tail = said[at:]
+    end = min([i for i in (tail.find(" Origin: "), tail.find(" PLAY RECAP")) if i > 0] or [len(tail)])
+    return tail[:end]
+
+
+def phases_of(evidence: Path, out: str) -> list:
+    """The phase records of the run whose output is ``out`` (its run id from the evidence path it printed)."""
+    found = re.findall(r"((?:swapover|failback)-\d{8}T\d{6}Z)", out)
+    return phases(evidence / found[-1]) if found else []
+
+
+def said_roles(message: str) -> dict:
+    """``dc1 active, dc2 passive`` (roles_text) in a runbook's failure message."""
+    return dict(re.findall(r"\b(dc[12]) (active|passive|unreachable|unknown|mixed)\b", message))
+
+
+def converge_status(lab: Lab, evidence: Path, point: str, overlay: Path | None = None) -> None:
+    status = run(lab, "status.yml", {"continuity_evidence_dir": str(evidence)}, overlay=overlay)
+    safety = breaches(status["out"]) & SAFETY_CHECKS
+    assert not safety, f"status after the re-run ({point}) breached {safety}:\n{status['out'][-2500:]}"
+
+
+def roles_now(lab: Lab) -> tuple[str, str]:
+    roles = lab.roles()
+    active = [s for s in SITES if roles[s] == "active"]
+    assert len(active) == 1, roles
+    return active[0], next(s for s in SITES if s != active[0])
+
+
+# ---------------------------------------------------------------------- 1. Jolokia of one site down (swapover)
+def test_the_overlay_reaches_both_brokers_through_the_links_with_their_own_origin(lab, links, load):
+    """The links pass Jolokia as it is; the broker accepts the proxied calls only with its own Origin
+    (continuity_jolokia_origin), which status.yml gets from the overlay."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+
+    traffic, evidence = load
+    assert traffic.wait_received(100, timeout=90, site="dc1"), traffic.status()
+    wrong = jolokia.JolokiaClient(links.url("dc1"), "admin", "lab-admin-secret", timeout=5, retries=0)
+    with pytest.raises(jolokia.JolokiaError):  # Origin = the link's address: refused by jolokia-access.xml
+        wrong.read(objectname.broker("dc1"), "Version")
+    status = run(lab, "status.yml", {"continuity_evidence_dir": str(evidence)}, overlay=links.overlay)
+    assert status["rc"] == 0 and not breaches(status["out"]) & SAFETY_CHECKS, status["out"][-2500:]
+    assert all(link.accepted > 0 for link in links.links.values()), {s: k.accepted for s, k in links.links.items()}
+
+
+def queue_paused(lab: Lab, site: str):
+    return reads_true(lab.client(site, timeout=1.0), objectname.queue(site, ADDRESS, ADDRESS, "anycast"), "Paused")
+
+
+def acceptor_reads(lab: Lab, site: str, value: bool):
+    client, mbean = lab.client(site, timeout=1.0), objectname.acceptor(site, "artemis")
+
+    def check() -> bool:
+        try:
+            return client.read(mbean, "Started") is value
+        except Exception:  # not readable this instant
+            return False
+    return check
+
+
+def fence_written(lab: Lab, site: str):
+    return lambda: lab.persisted_role(site) == "passive"
+
+
+# (phase, which site's Jolokia goes down: "old" or "new", trigger kind)
+SWAPOVER_CASES = [
+    ("preflight", "old", "before"),
+    ("preflight", "new", "before"),
+    ("quiesce", "old", "old queue paused"),
+    ("drain gate", "old", "drain"),
+    ("drain gate", "new", "drain"),
+    ("activate", "new", "old fence written"),
+    ("seal", "old", "new acceptor started"),
+    ("post-gates", "new", "task"),
+    ("post-gates", "old", "task"),
+]
+
+
+@pytest.mark.parametrize("phase,down,trigger", SWAPOVER_CASES, ids=[f"{p}-{d}" for p, d, _ in SWAPOVER_CASES])
+def test_swapover_with_one_sites_jolokia_down(lab, links, load, sampler, phase, down, trigger):
+    _traffic, evidence = load
+    links.restore()
+    old, new = roles_now(lab)
+    site = old if down == "old" else new
+    extra = {"continuity_to_site": new, "continuity_evidence_dir": str(evidence), **FAST}
+    kw: dict = {}
+    cut = lambda: links.cut(site)  # noqa: E731
+    assert not queue_paused(lab, old)(), f"{ADDRESS} is paused on {old} before the case"
+    if trigger == "drain":
+        # the drain gate starts once the old site's acceptor stopped; 20 stable samples keep it going >= 1 s, and the
+        # cut lands 0.3 s into it (the failed phase in the evidence shows where it landed)
+        extra["continuity_stable_samples"] = 20
+        kw["when"] = acceptor_reads(lab, old, False)
+        kw["then"] = lambda: (time.sleep(0.3), cut())
+    elif trigger == "before":
+        cut()
+    elif trigger == "task":
+        kw["fault_at"] = ("Post-gates on the new active site", 1, links.controls[site] + "/cut")
+    else:
+        kw["when"] = {"old queue paused": queue_paused(lab, old),
+                      "old acceptor stopped": acceptor_reads(lab, old, False),
+                      "old fence written": fence_written(lab, old),
+                      "new acceptor started": acceptor_reads(lab, new, True)}[trigger]
+        kw["then"] = cut
+    first = run(lab, "swapover.yml", extra, overlay=links.overlay, **kw)
+    roles, persisted = state(lab)
+    links.restore()
+    message = failure_message(first["out"]) if first["rc"] else ""
+    failed = [f"{p['phase']}:{p['decision']}" for p in phases_of(evidence, first["out"])
+              if p.get("decision") in ("fail", "rollback")]
+    row = {"case": f"swapover {old}->{new}, {site}'s Jolokia down at {phase}", "rc": first["rc"], "failed": failed,
+           "wall_s": first["wall"], "cut": trigger == "before" or first["fired"] or "Post-gates" in first["out"],
+           "roles_after": roles, "persisted_after": persisted, "message": message[:600]}
+    RESULTS["jolokia"].append(row)
+    print(f"\n{row}")
+    assert row["cut"], f"the link was never cut ({trigger}):\n{first['out'][-2000:]}"
+    assert list(roles.values()).count("active") <= 1, roles
+    expected = {"quiesce": "quiesce", "drain gate": "drain", "activate": "activate", "seal": "seal"}.get(phase)
+    if expected:
+        assert any(f.startswith(expected + ":") for f in failed), f"the cut did not land in {phase}: {failed}"
+    if first["rc"]:
+        # it stopped: its message names both sites' roles, and says them as they are (an unreachable one aside)
+        told = said_roles(message)
+        assert set(told) == set(SITES), f"the message does not say both sites' roles: {message}"
+        wrong = {s: (told[s], roles[s]) for s in SITES if told[s] not in (roles[s], "unreachable", "unknown")}
+        assert not wrong, f"the message says {told}, the brokers are {roles}: {message}"
+    again = run(lab, "swapover.yml", extra, overlay=links.overlay)
+    assert again["rc"] == 0, f"re-run after {site}'s Jolokia was down at {phase} failed:\n{again['out'][-3000:]}"
+    roles, persisted = state(lab)
+    assert roles == {new: "active", old: "passive"} and persisted == roles, (roles, persisted)
+    converge_status(lab, evidence, f"{phase}/{down}", overlay=links.overlay)
+    row["rerun_s"] = again["wall"]
+    assert sampler.both_open == [], sampler.both_open[:5]
+
+
+def test_swapover_ledgers_nothing_lost(lab, load, sampler):
+    traffic, _evidence = load
+    assert traffic.wait_received(50, timeout=60), traffic.status()
+    time.sleep(2)
+    traffic.stop()
+    summary = reconcile(traffic.run_dir, "fj", "faults-jolokia").summary()
+    RESULTS["ledgers"] = summary
+    print(f"\nJolokia down, swapover: {len(RESULTS['jolokia'])} cases under 100 msg/s; ledgers {summary}; "
+          f"sampler {sampler.summary()}")
+    assert summary["lost"] == 0 and summary["real_duplicates"] == 0, summary
+    assert summary["accepted_msgs"] > 500, summary
+
+
+# ---------------------------------------------------------------------- 2. failback
+def lose(lab: Lab, site: str = "dc1", keep_running: bool = False) -> None:
+    """The state a failover leaves: ``site`` fenced in its broker.xml and down, the other site active. With
+    ``keep_running`` the lost broker has come back by itself (its host rebooted), passive."""
+    other = next(s for s in SITES if s != site)
+    if lab.acceptor_started(site) is not None:
+        lab.ensure_roles(other)
+        if not keep_running:
+            kill_broker(lab, site)
+    elif keep_running:
+        raise AssertionError(f"{site} is down, expected it running")
+    assert lab.persisted_role(site) == "passive" and lab.acceptor_started(other) is True
+
+
+def test_failback_with_the_returning_sites_jolokia_down_until_it_is_restored(lab, links, sampler, tmp_path):
+    """dc1 is lost (its broker killed), failover.yml makes dc2 serve. failback.yml starts while dc1's Jolokia link is
+    cut: the fence is written to its broker.xml, the broker started, and the wait for its Jolokia goes on until the
+    link is restored 20 s later; then the failback completes (dc1 passive and in sync)."""
+    links.restore()
+    lab.ensure_roles("dc1")
+    kill_broker(lab, "dc1")
+    failover = run(lab, "failover.yml", {"continuity_lost_site": "dc1", "continuity_loss_probes": 1,
+                                         "continuity_evidence_dir": str(tmp_path)})
+    assert failover["rc"] == 0, failover["out"][-3000:]
+    assert lab.roles() == {"dc1": "unreachable", "dc2": "active"}
+    links.cut("dc1")
+    timer = threading.Timer(20, links.restore, args=("dc1",))
+    timer.start()
+    try:
+        back = run(lab, "failback.yml", {"continuity_returning_site": "dc1", "continuity_evidence_dir": str(tmp_path),
+                                         **FAST}, overlay=links.overlay)
+    finally:
+        timer.cancel()
+        links.restore()
+    roles, persisted = state(lab)
+    RESULTS["jolokia"].append({"case": "failback of dc1, its Jolokia down from the start, restored after 20 s",
+                               "rc": back["rc"], "wall_s": back["wall"], "roles_after": roles,
+                               "message": failure_message(back["out"])[:600] if back["rc"] else ""})
+    print(f"\n{RESULTS['jolokia'][-1]}")
+    assert back["rc"] == 0, back["out"][-3000:]
+    assert roles == {"dc1": "passive", "dc2": "active"} and persisted == roles, (roles, persisted)
+    converge_status(lab, tmp_path, "failback, returning Jolokia down", overlay=links.overlay)
+    assert sampler.both_open == [], sampler.both_open[:5]
+
+
+FAILBACK_JOLOKIA_CASES = [
+    # (task at whose start the link is cut, which site, handover)
+    ("Make sure every mirror connection runs again (a failover stops a sync mirror)", "dc2", False),
+    ("Wait for the stale backlog to reach the active site", "dc1", False),
+    ("Both directions caught up (connected, backlog and queue differences within the steady-state bounds)", "dc2",
+     False),
+    ("Hand the active role back", "dc1", True),
+]
+
+
+@pytest.mark.parametrize("task,site,handover", FAILBACK_JOLOKIA_CASES,
+                         ids=["mirrors-active", "stale-backlog-returning", "sync-active", "handover-returning"])
+def test_failback_with_one_sites_jolokia_down_at_a_phase(lab, links, sampler, tmp_path, task, site, handover):
+    links.restore()
+    lose(lab, "dc1")
+    extra = {"continuity_returning_site": "dc1", "continuity_failback_handover": handover,
+             "continuity_evidence_dir": str(tmp_path), **FAST}
+    first = run(lab, "failback.yml", {**extra, "continuity_run_id": "fbj-first"}, overlay=links.overlay,
+                fault_at=(task, 1, links.controls[site] + "/cut"))
+    roles, persisted = state(lab)
+    links.restore()
+    message = failure_message(first["out"]) if first["rc"] else ""
+    row = {"case": f"failback of dc1{' with handover' if handover else ''}, {site}'s Jolokia down at {task!r}",
+           "rc": first["rc"], "wall_s": first["wall"], "roles_after": roles, "persisted_after": persisted,
+           "message": message[:600]}
+    RESULTS["jolokia"].append(row)
+    print(f"\n{row}")
+    assert list(roles.values()).count("active") <= 1, roles
+    if first["rc"]:
+        told = said_roles(message)
+        assert set(told) == set(SITES), f"the message does not say both sites' roles: {message}"
+        wrong = {s: (told[s], roles[s]) for s in SITES if told[s] not in (roles[s], "unreachable", "unknown")}
+        assert not wrong, f"the message says {told}, the brokers are {roles}: {message}"
+    if first["rc"] == 0:
+        # completed: then its sync gate passed on a sample that passed (not on a timeout)
+        sync = [p for p in phases(tmp_path / "fbj-first") if p.get("phase") == "sync"]
+        assert sync and sync[-1]["decision"] == "pass" and (sync[-1].get("gate_samples") or [{}])[-1].get("ok"), \
+            f"the failback completed without a passing sync gate: {sync}"
+    again = run(lab, "failback.yml", extra, overlay=links.overlay)
+    assert again["rc"] == 0, f"re-run after {site}'s Jolokia was down at {task!r} failed:\n{again['out'][-3000:]}"
+    want = {"dc1": "active", "dc2": "passive"} if handover else {"dc1": "passive", "dc2": "active"}
+    roles, persisted = state(lab)
+    assert roles == want and persisted == roles, (roles, persisted)
+    converge_status(lab, tmp_path, task, overlay=links.overlay)
+    row["rerun_s"] = again["wall"]
+    assert sampler.both_open == [], sampler.both_open[:5]
+
+
+def failback_points(lab: Lab, tmp_path: Path, handover: bool) -> list:
+    """An undisturbed failback of dc1 with the task log on: its task boundaries from the fence on (tasks/
+    failback.yml), or from the handover on (the rest is the same with and without it)."""
+    lose(lab, "dc1")
+    log = tmp_path / f"failback-{handover}-tasks.jsonl"
+    first = run(lab, "failback.yml", {"continuity_returning_site": "dc1", "continuity_failback_handover": handover,
+                                      "continuity_evidence_dir": str(tmp_path), **FAST}, task_log=log)
+    assert first["rc"] == 0, first["out"][-3000:]
+    tasks = [(r["task"], r["occurrence"]) for r in map(json.loads, log.read_text().splitlines())]
+    begin = "Hand the active role back" if handover else "Fence the returning site"
+    start = next(i for i, (t, _) in enumerate(tasks) if t.startswith(begin))
+    return tasks[start:]
+
+
+def failback_killed_at_each_task(lab: Lab, sampler, tmp_path: Path, handover: bool) -> None:
+    points = failback_points(lab, tmp_path, handover)
+    assert len(points) >= (8 if handover else 12), points
+    extra = {"continuity_returning_site": "dc1", "continuity_failback_handover": handover,
+             "continuity_evidence_dir": str(tmp_path), **FAST}
+    want = {"dc1": "active", "dc2": "passive"} if handover else {"dc1": "passive", "dc2": "active"}
+    started = handover  # the returning broker's start is behind: later points find it running (as the re-run does)
+    for task, occurrence in points:
+        # before the start task, dc1 is down (lost); after it, the killed run would have started it in any case
+        lose(lab, "dc1", keep_running=started)
+        killed = run(lab, "failback.yml", extra, kill_at=(task, occurrence))
+        assert killed["killed"], f"not killed at {task!r}: rc {killed['rc']}\n{killed['out'][-2000:]}"
+        roles, persisted = state(lab)
+        assert list(roles.values()).count("active") <= 1, (task, roles)
+        again = run(lab, "failback.yml", extra)
+        assert again["rc"] == 0, f"failback re-run after the kill at {task!r} failed:\n{again['out'][-3000:]}"
+        after, persisted_after = state(lab)
+        assert after == want and persisted_after == after, (task, after, persisted_after)
+        converge_status(lab, tmp_path, f"failback kill at {task}")
+        RESULTS["kills"].append({"point": f"failback{' (handover)' if handover else ''} task {task!r} #{occurrence}",
+                                 "roles_after_kill": roles, "persisted_after_kill": persisted,
+                                 "rerun_s": again["wall"]})
+        print(f"\n{RESULTS['kills'][-1]}")
+        started = started or task.startswith("Start the returning broker")
+        assert sampler.both_open == [], sampler.both_open[:5]
+
+
+def test_failback_killed_at_each_task_boundary(lab, sampler, tmp_path):
+    failback_killed_at_each_task(lab, sampler, tmp_path, handover=False)
+
+
+def test_failback_with_handover_killed_at_each_task_boundary(lab, sampler, tmp_path):
+    failback_killed_at_each_task(lab, sampler, tmp_path, handover=True)
+    lab.ensure_roles("dc1")
+    print(f"\nfault injection, failback and Jolokia: {len(RESULTS['kills'])} failback kills, "
+          f"{len(RESULTS['jolokia'])} Jolokia-down cases, {RESULTS['runs']} runbook runs; sampler {sampler.summary()}")
+    for row in RESULTS["jolokia"] + RESULTS["kills"]:
+        print(f"  {row}")
