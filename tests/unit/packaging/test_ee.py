@@ -59,6 +59,14 @@ def test_definition_takes_the_tarball_of_this_version():
     assert (ROOT / meta["dependencies"]["python"]).is_file() and (ROOT / meta["dependencies"]["system"]).is_file()
 
 
+def test_the_shipped_ee_adds_the_pipeline_by_choice_pinned_to_the_tested_versions():
+    d = yaml.safe_load(DEFINITION.read_text())
+    tested = _pins(ROOT / "requirements" / "constraints.txt")
+    python = {re.sub(r"[-_.]+", "-", p.split("==")[0]).lower(): p.split("==")[1] for p in d["dependencies"]["python"]}
+    assert set(python) == {"pyspark", "pyarrow"} and all(tested.get(n) == v for n, v in python.items()), python
+    assert d["dependencies"]["system"] == ["java-17-openjdk-headless [platform:rpm]"]
+
+
 def test_ansible_builder_create_from_the_shipped_definition(tarball: Path, tmp_path: Path):
     shutil.copy2(DEFINITION, tmp_path / DEFINITION.name)
     shutil.copy2(tarball, tmp_path / tarball.name)
@@ -91,6 +99,7 @@ def test_introspection_of_the_installed_collection_finds_what_the_runbooks_need(
     found = {re.sub(r"[-_.]+", "-", p.split("==")[0]).lower(): p.split("==")[1] for p in python}
     assert found == _pins(ROOT / "requirements" / "ee.txt"), res.stdout
     system = [s.split("#")[0].strip() for s in deps["system"]]
-    assert "openjdk-17-jre-headless [platform:dpkg]" in system, system
+    # the runbooks need neither PySpark nor Java: an EE built with this collection gets neither (issue 19)
+    assert "pyspark" not in found and not [s for s in system if "openjdk" in s], (found, system)
     # the test-only Debian packages of bindep.txt carry the `test` profile, which an EE build does not select
     assert all("test]" in s for s in system if s.split()[0] in ("chromium", "prometheus", "shellcheck")), system
