@@ -483,6 +483,10 @@ def test_failback_killed_at_each_task_boundary(lab, sampler, tmp_path):
     failback_killed_at_each_task(lab, sampler, tmp_path, handover=False)
 
 
+@pytest.mark.xfail(strict=True, reason="issue 16 defect, not fixed yet: failback.yml killed inside its handover "
+                   "after the returning site was activated (e.g. at 'Persist the fence of the old site') - the same "
+                   "command then refuses ('the other site must be active', roles dc1 active, dc2 passive) instead of "
+                   "finishing the handover; remove this marker with the fix")
 def test_failback_with_handover_killed_at_each_task_boundary(lab, sampler, tmp_path):
     failback_killed_at_each_task(lab, sampler, tmp_path, handover=True)
     lab.ensure_roles("dc1")
