@@ -314,9 +314,13 @@ def test_swapover_with_one_sites_jolokia_down(lab, links, load, sampler, phase, 
     print(f"\n{row}")
     assert row["cut"], f"the link was never cut ({trigger}):\n{first['out'][-2000:]}"
     assert list(roles.values()).count("active") <= 1, roles
-    expected = {"quiesce": "quiesce", "drain gate": "drain", "activate": "activate", "seal": "seal"}.get(phase)
+    # Where the cut landed, by the failed phase in the evidence. The seal takes milliseconds after the new acceptor
+    # opens, so a cut triggered by that opening may land in the steps after it (release, mirrors_after): still a
+    # cut of the old site after the activation, which is what that case is about.
+    expected = {"quiesce": ("quiesce",), "drain gate": ("drain",), "activate": ("activate",),
+                "seal": ("seal", "release", "mirrors_after")}.get(phase)
     if expected:
-        assert any(f.startswith(expected + ":") for f in failed), f"the cut did not land in {phase}: {failed}"
+        assert any(f.split(":")[0] in expected for f in failed), f"the cut did not land in {phase}: {failed}"
     if first["rc"]:
         # it stopped: its message names both sites' roles, and says them as they are (an unreachable one aside)
         told = said_roles(message)
@@ -483,10 +487,6 @@ def test_failback_killed_at_each_task_boundary(lab, sampler, tmp_path):
     failback_killed_at_each_task(lab, sampler, tmp_path, handover=False)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16 defect, not fixed yet: failback.yml killed inside its handover "
-                   "after the returning site was activated (e.g. at 'Persist the fence of the old site') - the same "
-                   "command then refuses ('the other site must be active', roles dc1 active, dc2 passive) instead of "
-                   "finishing the handover; remove this marker with the fix")
 def test_failback_with_handover_killed_at_each_task_boundary(lab, sampler, tmp_path):
     failback_killed_at_each_task(lab, sampler, tmp_path, handover=True)
     lab.ensure_roles("dc1")
