@@ -375,6 +375,19 @@ class RoleSampler(threading.Thread):
 
 
 # ---------------------------------------------------------------------- traffic tool
+def make_agent(lab: Lab, state_dir: Path, run_id: str, interval: float):
+    """The continuity agent (agent/continuity_agent) in-process, sampling both lab sites and keeping
+    `<state_dir>/<site>/last-known.json`: the file an operator hands to the failover runbook."""
+    from continuity_agent.config import parse
+    from continuity_agent.service import Agent
+
+    sites = {s: {"jolokia": {"url": lab.jolokia_url(s), "username": ADMIN_USER, "password": ADMIN_PASSWORD,
+                             "timeout": 5}, "broker_name": s, "client_acceptors": [CLIENT_ACCEPTOR]} for s in SITES}
+    cfg = parse({"interval": interval, "listen": {"enabled": False}, "sites": sites,
+                 "state_dir": str(state_dir), "evidence": {"dir": str(state_dir / "evidence"), "run_id": run_id}})
+    return Agent(cfg)
+
+
 class Traffic:
     """The traffic tool in the background (`python -m continuity_traffic start/stop`), URLs of both sites."""
 

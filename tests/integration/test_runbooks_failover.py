@@ -13,13 +13,13 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from runbook_support import (
     Lab,
     RoleSampler,
     Traffic,
+    make_agent,
     phases,
     read_jsonl,
     received_details,
@@ -44,19 +44,6 @@ def lab(tmp_path_factory):
         the_lab.down()
 
 
-def make_agent(lab: Lab, state_dir: Path, run_id: str):
-    """The continuity agent (agent/continuity_agent) in-process, sampling both lab sites and keeping
-    `<state_dir>/<site>/last-known.json`: the file an operator hands to the failover runbook."""
-    from continuity_agent.config import parse
-    from continuity_agent.service import Agent
-
-    sites = {s: {"jolokia": {"url": lab.jolokia_url(s), "username": "admin", "password": "lab-admin-secret",
-                             "timeout": 5}, "broker_name": s, "client_acceptors": ["artemis"]} for s in ("dc1", "dc2")}
-    cfg = parse({"interval": SAMPLE_INTERVAL, "listen": {"enabled": False}, "sites": sites,
-                 "state_dir": str(state_dir), "evidence": {"dir": str(state_dir / "evidence"), "run_id": run_id}})
-    return Agent(cfg)
-
-
 def at_risk_of(doc: dict) -> int | None:
     """Events dc1 had not delivered to dc2 in an agent last-known document: `at_risk_events`, else the backlog."""
     if doc.get("at_risk_events") is not None:
@@ -76,7 +63,7 @@ def test_kill_dc1_failover_dc2_serves_and_at_risk_covers_the_loss(lab, tmp_path)
     # failover (they find dc2) and drain the queue there.
     producers = Traffic(lab, tmp_path, rid, "tp", address="rb.failover", producers=2, consumers=0, rate=150)
     consumers = Traffic(lab, tmp_path, rid, "tc", address="rb.failover", producers=0, consumers=2)
-    agent = make_agent(lab, tmp_path / "agent-state", rid)
+    agent = make_agent(lab, tmp_path / "agent-state", rid, SAMPLE_INTERVAL)
     last_known = tmp_path / "agent-state" / "dc1" / "last-known.json"
     producers.start()
     try:

@@ -1,0 +1,93 @@
+"""Issue 16's invariants on the oldest Artemis the suite deploys (2.37.0, before 2.43, whose configuration reload
+does not apply a changed acceptor to a running broker), on a private two-site lab deployed by the roles:
+
+* a swapover there and back under traffic: 0 lost, never two sites serving (a sampler reads both brokers' client
+  acceptors all along);
+* the failover's fence rule, the version-dependent one: dc1 serves while the runbooks cannot reach its Jolokia.
+  Without force the failover refuses (dc1's client port is open). With force it writes the fence into dc1's
+  broker.xml, but 2.37 does not close the running acceptor, so the fence is never proven: the failover must stop
+  without activating dc2. On 2.44 the same forced run proves the fence and activates dc2
+  (test_runbooks_failover.py): the difference is the version, and the runbook must tell it from evidence.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from runbook_support import Lab, RoleSampler, Traffic, reconcile
+
+pytestmark = [pytest.mark.slow]
+
+VERSION = "2.37.0"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    the_lab = Lab(tmp_path_factory.mktemp("lab-2.37"), version=VERSION)
+    try:
+        the_lab.up()
+        the_lab.ensure_roles("dc1")
+        yield the_lab
+    finally:
+        the_lab.down()
+
+
+def test_swapover_there_and_back_under_traffic(lab, tmp_path):
+    traffic = Traffic(lab, tmp_path, "old-swap", "os", "old.orders", producers=2, consumers=2, rate=100)
+    sampler = RoleSampler(lab, interval=0.05)
+    sampler.start()
+    traffic.start()
+    try:
+        assert traffic.wait_received(300, timeout=60, site="dc1"), traffic.status()
+        out = lab.playbook("swapover.yml", {"continuity_to_site": "dc2"}, evidence_dir=tmp_path)
+        assert out.rc == 0, out.tail()
+        assert traffic.wait_received(300, timeout=60, site="dc2"), traffic.status()
+        back = lab.playbook("swapover.yml", {"continuity_to_site": "dc1"}, evidence_dir=tmp_path)
+        assert back.rc == 0, back.tail()
+        assert traffic.wait_received(300, timeout=60, site="dc1"), traffic.status()
+    finally:
+        traffic.stop()
+        sampler.stop()
+    summary = reconcile(tmp_path / "old-swap", "os", "old-swap").summary()
+    print(f"\nArtemis {VERSION}: swapover there and back at 100 msg/s: {summary}; sampler {sampler.summary()}")
+    assert summary["lost"] == 0 and summary["real_duplicates"] == 0, summary
+    assert sampler.both_open == [], sampler.both_open[:5]
+    assert lab.roles() == {"dc1": "active", "dc2": "passive"}
+
+
+def test_a_fence_the_running_broker_does_not_apply_is_never_taken_as_proven(lab, tmp_path):
+    lab.ensure_roles("dc1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    overlay = tmp_path / "dc1-jolokia-down.yml"
+    overlay.write_text("all:\n  children:\n    artemis:\n      children:\n        dc1:\n          hosts:\n"
+                       f"            dc1-artemis:\n              continuity_jolokia_url: http://127.0.0.1:{dead}"
+                       "/console/jolokia\n")
+    sampler = RoleSampler(lab, interval=0.05)
+    sampler.start()
+    try:
+        refused = lab.playbook("failover.yml", {"continuity_lost_site": "dc1", "continuity_loss_probes": 1},
+                               evidence_dir=tmp_path, run_id="old-refused", overlay=overlay)
+        forced = lab.playbook("failover.yml", {"continuity_lost_site": "dc1", "continuity_loss_probes": 1,
+                                               "continuity_failover_force": True},
+                              evidence_dir=tmp_path, run_id="old-forced", overlay=overlay)
+        time.sleep(1)
+        roles = lab.roles()
+    finally:
+        sampler.stop()
+    print(f"\nArtemis {VERSION}, dc1 serving with its Jolokia unreachable: refused rc {refused.rc} in "
+          f"{refused.wall:.1f} s; forced rc {forced.rc} in {forced.wall:.1f} s, roles after {roles}, dc1's broker.xml "
+          f"{lab.persisted_role('dc1')}; sampler {sampler.summary()}\n{forced.tail(6)}")
+    assert refused.rc != 0 and "it is not lost" in " ".join(refused.text.split()), refused.tail()
+    # forced: the fence is written, the running 2.37 broker keeps its acceptor open, so it is not proven: dc2 stays
+    # passive and the run stops saying so
+    assert forced.rc != 0, forced.tail()
+    assert roles == {"dc1": "active", "dc2": "passive"}, roles
+    assert sampler.both_open == [], sampler.both_open[:5]
+    said = " ".join(forced.text.split())
+    assert "fence" in said and "dc1" in said, forced.tail()
+    # the written fence: dc1 comes back passive after any restart, a safe state for the operator to finish
+    assert lab.persisted_role("dc1") == "passive"
