@@ -375,6 +375,20 @@ class RoleSampler(threading.Thread):
 
 
 # ---------------------------------------------------------------------- traffic tool
+def dead_jolokia_overlay(path: Path, site: str = "dc1") -> Path:
+    """An overlay inventory that points the runbooks at a dead port for ``site``'s Jolokia (the broker itself keeps
+    serving): what a runbook sees when only a site's management endpoint is down."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    path.write_text("all:\n  children:\n    artemis:\n      children:\n"
+                    f"        {site}:\n          hosts:\n            {site}-artemis:\n"
+                    f"              continuity_jolokia_url: http://127.0.0.1:{dead}/console/jolokia\n")
+    return path
+
+
 def make_agent(lab: Lab, state_dir: Path, run_id: str, interval: float):
     """The continuity agent (agent/continuity_agent) in-process, sampling both lab sites and keeping
     `<state_dir>/<site>/last-known.json`: the file an operator hands to the failover runbook."""

@@ -19,6 +19,7 @@ from runbook_support import (
     Lab,
     RoleSampler,
     Traffic,
+    dead_jolokia_overlay,
     make_agent,
     phases,
     read_jsonl,
@@ -230,15 +231,7 @@ def test_failover_when_only_the_lost_sites_jolokia_is_down_never_two_active(lab,
     if lab.acceptor_started("dc1") is None:  # the tests above stopped early: start from dc1 active, dc2 passive
         lab.up()
     lab.ensure_roles("dc1")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]
-    overlay = tmp_path / "dc1-jolokia-down.yml"
-    overlay.write_text("all:\n  children:\n    artemis:\n      children:\n        dc1:\n          hosts:\n"
-                       f"            dc1-artemis:\n              continuity_jolokia_url: http://127.0.0.1:{dead}"
-                       "/console/jolokia\n")
+    overlay = dead_jolokia_overlay(tmp_path / "dc1-jolokia-down.yml")
     client_port = lab.amqp_url("dc1").rsplit(":", 1)[1]
     sampler = RoleSampler(lab, interval=0.05)
     sampler.start()

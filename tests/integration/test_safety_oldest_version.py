@@ -12,11 +12,10 @@ does not apply a changed acceptor to a running broker), on a private two-site la
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
-from runbook_support import Lab, RoleSampler, Traffic, reconcile
+from runbook_support import Lab, RoleSampler, Traffic, dead_jolokia_overlay, reconcile
 
 pytestmark = [pytest.mark.slow]
 
@@ -59,13 +58,7 @@ def test_swapover_there_and_back_under_traffic(lab, tmp_path):
 
 def test_a_fence_the_running_broker_does_not_apply_is_never_taken_as_proven(lab, tmp_path):
     lab.ensure_roles("dc1")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]
-    overlay = tmp_path / "dc1-jolokia-down.yml"
-    overlay.write_text("all:\n  children:\n    artemis:\n      children:\n        dc1:\n          hosts:\n"
-                       f"            dc1-artemis:\n              continuity_jolokia_url: http://127.0.0.1:{dead}"
-                       "/console/jolokia\n")
+    overlay = dead_jolokia_overlay(tmp_path / "dc1-jolokia-down.yml")
     sampler = RoleSampler(lab, interval=0.05)
     sampler.start()
     try:
