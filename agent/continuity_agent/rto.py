@@ -136,8 +136,7 @@ def swapover_runs(records: Iterable[dict],
 def read_evidence(evidence_dir: str, max_files: int = 500) -> tuple[list[dict], dict]:
     """Phase and lag sample records, and the receive times per run and site (:func:`receive_times`; the ledgers
     can hold millions of records, so only their run id, ``site`` and ``recv_ts`` are kept), from
-    ``<evidence_dir>/**.jsonl``
-    (newest files first, at most ``max_files``)."""
+    ``<evidence_dir>/**.jsonl`` (newest files first, at most ``max_files``)."""
     files = glob.glob(os.path.join(evidence_dir, "**", "*.jsonl"), recursive=True)
     files.sort(key=lambda p: os.path.getmtime(p), reverse=True)
     out: list[dict] = []
