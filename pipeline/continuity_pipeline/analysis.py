@@ -120,6 +120,12 @@ def estimates(switch: dict, sample: dict | None, client_send_rate: float | None,
     ``loss_probe_interval`` from the run parameters, unless the overhead comes from earlier failovers, which
     already include it. The estimate the writer recorded in the sample (``*_est`` fields) is kept next to the
     recomputed one.
+
+    Duplicates at risk: ``duplicates_at_risk_estimated`` is the continuity plugin's estimate the writer recorded
+    in the sample (``duplicates_at_risk_est``: deliveries in flight on the old site plus its acks not yet
+    replicated, ``lag.duplicates_at_risk``; null without the plugin), ``duplicates_at_risk_ack_batching`` the
+    ack-batching bound from the run parameters (``lag.ack_widening(consumers, ack_batch)``).
+    ``sample_interval_seconds``: the sample's time minus that of the sample before it (``prev_ts``).
     """
     params = _params(run_start)
     out: dict[str, Any] = {"sample_ts": None, "backlog": None, "add_rate": None, "drain_rate": None,
@@ -127,10 +133,11 @@ def estimates(switch: dict, sample: dict | None, client_send_rate: float | None,
                            "rto_seconds_estimated": None, "rpo_basis": None, "rto_basis": None,
                            "rto_drain_seconds": None, "rto_overhead_seconds": None, "rto_overhead_basis": None,
                            "rpo_messages_recorded": None, "rpo_seconds_recorded": None, "rto_seconds_recorded": None,
-                           "duplicates_at_risk": None, "notes": []}
+                           "duplicates_at_risk_estimated": None, "duplicates_at_risk_ack_batching": None,
+                           "replication_latency_p99_seconds": None, "sample_interval_seconds": None, "notes": []}
     consumers, batch = params.get("consumers"), params.get("ack_batch")
     if isinstance(consumers, int) and isinstance(batch, int):
-        out["duplicates_at_risk"] = lagmodel.ack_widening(consumers, batch)
+        out["duplicates_at_risk_ack_batching"] = lagmodel.ack_widening(consumers, batch)
     kind = switch.get("kind")
     overhead, overhead_basis = runbook_overhead(params, kind, overhead_history)
     notes: list[str] = []
@@ -162,8 +169,50 @@ def estimates(switch: dict, sample: dict | None, client_send_rate: float | None,
                rto_drain_seconds=rto.drain_seconds, rto_overhead_seconds=rto.overhead_seconds,
                rto_overhead_basis=overhead_basis,
                rpo_messages_recorded=sample.get("rpo_messages_est"), rpo_seconds_recorded=sample.get("rpo_seconds_est"),
-               rto_seconds_recorded=sample.get("rto_seconds_est"), notes=notes + list(rpo.notes) + list(rto.notes))
+               rto_seconds_recorded=sample.get("rto_seconds_est"), notes=notes + list(rpo.notes) + list(rto.notes),
+               duplicates_at_risk_estimated=sample.get("duplicates_at_risk_est"),
+               replication_latency_p99_seconds=sample.get("replication_latency_p99_seconds"),
+               sample_interval_seconds=(sample["ts"] - sample["prev_ts"])
+               if sample.get("ts") is not None and sample.get("prev_ts") is not None else None)
     return out
+
+
+def duplicates_check(estimated: float | None, observed: int | None, sample_interval: float | None,
+                     delivery_rate: float | None, old_site: str | None = None) -> dict:
+    """The plugin's duplicates-at-risk estimate of a switch against the duplicates the ledgers observed for it.
+
+    The estimate is read up to one sample interval before the switch, so it may miss what was delivered and
+    acknowledged during that interval: it is judged *within* when ``|estimated - observed|`` is at most one
+    sample interval's traffic, ``sample_interval`` seconds x ``delivery_rate`` messages/s (the old site's
+    deliveries before the switch). Returns ``duplicates_error`` (estimated - observed, positive = pessimistic),
+    ``duplicates_tolerance_messages``, ``duplicates_within_tolerance`` (None when it cannot be judged) and
+    ``duplicates_judgement``, one sentence that says why.
+    """
+    err = error(estimated, observed)
+    tolerance = (float(sample_interval) * float(delivery_rate)
+                 if sample_interval is not None and delivery_rate is not None else None)
+    within = abs(err) <= tolerance if err is not None and tolerance is not None else None
+    site = f" on {old_site}" if old_site else ""
+    if estimated is None:
+        text = (f"no duplicates-at-risk estimate before the switch (no continuity plugin{site}, or no lag sample "
+                "of it before the switch)")
+    elif observed is None:
+        text = "duplicates not observed: no received ledger for the run"
+    else:
+        head = f"estimated {estimated:.1f}, observed {observed} messages delivered twice (error {err:+.1f})"
+        if tolerance is None:
+            missing = "no earlier lag sample" if sample_interval is None else "no delivery rate"
+            text = f"{head}; one sample interval's traffic unknown ({missing}), not judged"
+        else:
+            traffic = (f"one sample interval's traffic: {sample_interval:.2f} s x {delivery_rate:.1f} msg/s "
+                       f"= {tolerance:.0f} messages")
+            if within:
+                text = f"{head}: within {traffic}"
+            else:
+                text = (f"{head}: outside {traffic}; the estimate was "
+                        f"{'pessimistic' if err > 0 else 'optimistic'}")
+    return {"duplicates_error": err, "duplicates_tolerance_messages": tolerance,
+            "duplicates_within_tolerance": within, "duplicates_judgement": text}
 
 
 def error(estimated: float | None, observed: float | None) -> float | None:

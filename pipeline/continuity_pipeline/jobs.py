@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from continuity_pipeline import analysis, outputs, reader, reconcile, report
@@ -168,10 +168,13 @@ PARALLEL_JOBS = 4  # Spark jobs submitted side by side where they do not depend 
 
 
 def _last_samples(spark: SparkSession, lag: DataFrame, switch_rows: list[tuple]) -> dict:
-    """The last reachable lag sample of each switch's old site before its start."""
+    """The last reachable lag sample of each switch's old site before its start, with ``prev_ts``: the time of
+    the reachable sample before it of the same site and connection (the sample interval)."""
     if not switch_rows:
         return {}
     sw = spark.createDataFrame(switch_rows, reconcile.SWITCH_DDL)
+    w = Window.partitionBy("run_id", "site", "connection").orderBy("ts")
+    lag = lag.filter(F.col("reachable")).withColumn("prev_ts", F.lag("ts").over(w))
     cols = [c for c in lag.columns if c != "run_id"]
     last = (lag.join(F.broadcast(sw), "run_id")
             .filter((F.col("site") == F.col("old_site")) & (F.col("ts") <= F.col("start_ts")) & F.col("reachable"))
@@ -227,6 +230,7 @@ def _sum(rows: list[dict], key: str) -> int:
 def _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_targets, ledger_ends) -> dict:
     execs = analysis.phase_executions(phases)
     rate = {(r["run_id"], r["switch_id"]): r["client_send_rate"] for r in led.send_rate}
+    deliveries = {(r["run_id"], r["switch_id"]): r["client_receive_rate"] for r in led.receive_rate}
     first = {(r["run_id"], r["switch_id"]): r["first_recv_ts"] for r in led.first_receive}
     switch_out = []
     # Runbook overhead observed per switch kind, oldest first: a later switch's RTO estimate uses the earlier
@@ -244,8 +248,15 @@ def _assemble(run_ids, runs, phases, switches, led, last_samples, canary, cli_ta
         targets = analysis.targets_for(start, cli_targets)
         observed = {"rto_seconds_observed": rto_obs,
                     **led.switch_lost.get(key, {"rpo_messages_observed": None, "rpo_seconds_observed": None})}
+        dups = led.switch_duplicates.get(key, {"duplicates_observed": None, "duplicates_observed_redelivery": None,
+                                               "duplicates_observed_distinct": None})
+        # no received record on the old site in the window: nothing was delivered there (with a ledger at all)
+        delivery_rate = deliveries.get(key, 0.0 if dups["duplicates_observed"] is not None else None)
+        dup_check = analysis.duplicates_check(est["duplicates_at_risk_estimated"], dups["duplicates_observed"],
+                                              est["sample_interval_seconds"], delivery_rate, s["old_site"])
         switch_out.append({k: v for k, v in s.items() if k != "incident"} | {
             "first_recv_ts": fr, "rto_overhead_observed": observed_overhead, "client_send_rate": rate.get(key),
+            "client_receive_rate": delivery_rate, **dups, **dup_check,
             **observed, **est, "target_rpo_messages": targets["rpo_messages"],
             "target_rpo_seconds": targets["rpo_seconds"], "target_rto_seconds": targets["rto_seconds"],
             "checks": analysis.verdict(observed, targets)})

@@ -27,7 +27,12 @@ SWITCHES = T.StructType([T.StructField(n, t, True) for n, t in [
     ("backlog", T.LongType()), ("add_rate", T.DoubleType()), ("drain_rate", T.DoubleType()),
     ("rpo_messages_estimated", T.DoubleType()), ("rpo_seconds_estimated", T.DoubleType()),
     ("rto_seconds_estimated", T.DoubleType()), ("rpo_basis", T.StringType()), ("rto_basis", T.StringType()),
-    ("duplicates_at_risk", T.LongType())]])
+    ("duplicates_at_risk_ack_batching", T.LongType()), ("duplicates_at_risk_estimated", T.DoubleType()),
+    ("replication_latency_p99_seconds", T.DoubleType()), ("sample_interval_seconds", T.DoubleType()),
+    ("client_receive_rate", T.DoubleType()), ("duplicates_observed", T.LongType()),
+    ("duplicates_observed_redelivery", T.LongType()), ("duplicates_observed_distinct", T.LongType()),
+    ("duplicates_error", T.DoubleType()), ("duplicates_tolerance_messages", T.DoubleType()),
+    ("duplicates_within_tolerance", T.BooleanType()), ("duplicates_judgement", T.StringType())]])
 CANARIES = T.StructType([T.StructField(n, t, True) for n, t in [
     ("run_id", T.StringType()), ("origin_site", T.StringType()), ("target_site", T.StringType()),
     ("canaries", T.LongType()), ("seen", T.LongType()), ("timeout", T.LongType()), ("error", T.LongType()),

@@ -65,6 +65,10 @@ class LedgerResult:
     persisted: DataFrame
     # per (run_id, switch_id): lost messages accepted on the switch's old site since the run's previous switch
     switch_lost: dict = field(default_factory=dict)
+    # per (run_id, switch_id): messages the switch delivered twice (``_duplicates_per_switch``)
+    switch_duplicates: dict = field(default_factory=dict)
+    # per run_id, switch_id: received records/s on the old site before the start (the delivery rate)
+    receive_rate: list[dict] = field(default_factory=list)
 
 
 def _code(c: str) -> Column:
@@ -139,12 +143,13 @@ def writer_piggyback(switch_rows: list[tuple]) -> reader.PiggyBack:
                                    "first_ev_ts": ("min", F.min(F.when(covered, ev_ts)))})
 
 
-def _per_switch(agg_rows: list[dict], switch_rows: list[tuple]) -> tuple[list[dict], list[dict]]:
-    """First receive on the new site after each switch start, and the old site's accepted send rate before it."""
+def _per_switch(agg_rows: list[dict], switch_rows: list[tuple]) -> tuple[list[dict], list[dict], list[dict]]:
+    """First receive on the new site after each switch start, and the old site's accepted send rate and
+    delivery rate (received records, redeliveries included) over the RATE_WINDOW_SECONDS before it."""
     by_run: dict[str, list[tuple]] = {}
     for row in switch_rows:
         by_run.setdefault(row[0], []).append(row)
-    first, rate = [], []
+    first, rate, deliveries = [], [], []
     for run_id, rows in by_run.items():
         ordered = sorted(rows, key=lambda r: float(r[2]))
         index = {id(r): j for j, r in enumerate(ordered)}
@@ -159,8 +164,13 @@ def _per_switch(agg_rows: list[dict], switch_rows: list[tuple]) -> tuple[list[di
             if sends:
                 rate.append({"run_id": run_id, "switch_id": switch_id,
                              "client_send_rate": sends / RATE_WINDOW_SECONDS})
+            received = sum(int(a["records"]) for a in agg_rows if a["run_id"] == run_id
+                           and a["ledger"] == "received" and a["site"] == old_site and (a["_rate_mask"] >> j) & 1)
+            if received:
+                deliveries.append({"run_id": run_id, "switch_id": switch_id,
+                                   "client_receive_rate": received / RATE_WINDOW_SECONDS})
     key = lambda d: (d["run_id"], d["switch_id"])  # noqa: E731
-    return sorted(first, key=key), sorted(rate, key=key)
+    return sorted(first, key=key), sorted(rate, key=key), sorted(deliveries, key=key)
 
 
 def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
@@ -185,6 +195,7 @@ def message_level(ev: DataFrame, runinfo: DataFrame) -> DataFrame:
         F.max(F.when(accepted, F.col("site_c"))).alias("send_site_c"),
         F.min(F.when(is_sent, F.col("ev_ts"))).alias("first_send_ts"),
         F.min(F.when(recv, F.col("ev_ts"))).alias("first_recv_ts"),
+        F.max(F.when(recv, F.col("ev_ts"))).alias("last_recv_ts"),
         F.min_by(F.when(recv, F.col("consumer_c")), F.when(recv, first_key)).alias("first_consumer_c"),
         F.min_by(F.when(recv, F.col("site_c")), F.when(recv, first_key)).alias("first_recv_site_c"),
     )
@@ -257,7 +268,8 @@ def _merge_counts(agg_rows: list[dict]) -> list[dict]:
         key = (r["run_id"], r["address_c"])
         acc = merged.get(key)
         if acc is None:
-            merged[key] = {k: v for k, v in r.items() if k not in ("lost_phase", "lost_site_c")}
+            merged[key] = {k: v for k, v in r.items()
+                           if k not in ("lost_phase", "lost_site_c", "dup_phase", "dup_site_c")}
             continue
         for c in COUNT_COLUMNS:
             acc[c] = (acc[c] or 0) + (r[c] or 0)
@@ -268,23 +280,49 @@ def _merge_counts(agg_rows: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
-def _lost_per_switch(agg_rows: list[dict], switch_rows: list[tuple], dict_rows: list[dict]) -> dict:
-    """Per switch: messages accepted on its old site after the run's previous switch started and before it
-    started, never received (messages and first-to-last send seconds). Loss after a run's last switch belongs to
-    no switch (it still counts in the run's lost)."""
+def _hits_per_switch(agg_rows: list[dict], switch_rows: list[tuple], dict_rows: list[dict], phase_col: str,
+                     site_col: str):
+    """Yield ``(run_id, switch_id, rows)`` for every switch: the aggregate rows whose ``phase_col`` is the switch's
+    index in its run (switches ordered by start) and whose ``site_col`` is the switch's old site."""
     sites = {r["site_c"]: r["site"] for r in dict_rows if r.get("site_c") is not None}
     by_run: dict[str, list[tuple]] = {}
     for row in switch_rows:
         by_run.setdefault(row[0], []).append(row)
-    out = {}
     for run_id, rows in by_run.items():
         for j, (_rid, switch_id, _start, old_site, _new) in enumerate(sorted(rows, key=lambda r: float(r[2]))):
-            hit = [r for r in agg_rows if r["run_id"] == run_id and r["lost_phase"] == j
-                   and sites.get(r["lost_site_c"]) == old_site]
-            firsts = [r["lost_first_send_ts"] for r in hit if r["lost_first_send_ts"] is not None]
-            lasts = [r["lost_last_send_ts"] for r in hit if r["lost_last_send_ts"] is not None]
-            out[(run_id, switch_id)] = {"rpo_messages_observed": sum(int(r["lost"] or 0) for r in hit),
-                                        "rpo_seconds_observed": (max(lasts) - min(firsts)) if firsts else 0.0}
+            yield run_id, switch_id, [r for r in agg_rows if r["run_id"] == run_id and r[phase_col] == j
+                                      and sites.get(r[site_col]) == old_site]
+
+
+def _lost_per_switch(agg_rows: list[dict], switch_rows: list[tuple], dict_rows: list[dict]) -> dict:
+    """Per switch: messages accepted on its old site after the run's previous switch started and before it
+    started, never received (messages and first-to-last send seconds). Loss after a run's last switch belongs to
+    no switch (it still counts in the run's lost)."""
+    out = {}
+    for run_id, switch_id, hit in _hits_per_switch(agg_rows, switch_rows, dict_rows, "lost_phase", "lost_site_c"):
+        firsts = [r["lost_first_send_ts"] for r in hit if r["lost_first_send_ts"] is not None]
+        lasts = [r["lost_last_send_ts"] for r in hit if r["lost_last_send_ts"] is not None]
+        out[(run_id, switch_id)] = {"rpo_messages_observed": sum(int(r["lost"] or 0) for r in hit),
+                                    "rpo_seconds_observed": (max(lasts) - min(firsts)) if firsts else 0.0}
+    return out
+
+
+def _duplicates_per_switch(agg_rows: list[dict], switch_rows: list[tuple], dict_rows: list[dict]) -> dict:
+    """Per switch: messages delivered across it, i.e. first received on its old site after the run's previous
+    switch started and before this one started, and received again after it started (the duplicates a switch
+    causes: deliveries in flight and acks the new site never got). ``duplicates_observed`` with its split by kind
+    (``redelivery``/``distinct``, the reconciliation's classes); ``None`` for a run without received records."""
+    has_ledger = {r["run_id"] for r in agg_rows if r.get("received_records")}
+    out = {}
+    for run_id, switch_id, hit in _hits_per_switch(agg_rows, switch_rows, dict_rows, "dup_phase", "dup_site_c"):
+        if run_id not in has_ledger:
+            out[(run_id, switch_id)] = {"duplicates_observed": None, "duplicates_observed_redelivery": None,
+                                        "duplicates_observed_distinct": None}
+            continue
+        out[(run_id, switch_id)] = {
+            "duplicates_observed": sum(int(r["duplicated"] or 0) for r in hit),
+            "duplicates_observed_redelivery": sum(int(r["duplicated_redelivery"] or 0) for r in hit),
+            "duplicates_observed_distinct": sum(int(r["duplicated_distinct"] or 0) for r in hit)}
     return out
 
 
@@ -353,23 +391,33 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
         F.max(code("duplicate", DUPLICATES)).alias("x_duplicate"),
         *[F.max(F.col(c).cast("int")).alias("x_" + c) for c in ("late", "out_of_order", "rpo_lost")],
         F.min("first_recv_ts").alias("x_first_recv_ts"),
+        F.max("last_recv_ts").alias("x_last_recv_ts"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     sums = [F.sum(c).cast("long").alias(c) for c in COUNT_COLUMNS]
     # Lost messages per switch, in the same small aggregate: a lost message belongs to the first switch of its
     # run that started after its send (``_switch_keys``' phase), with the site it was accepted on.
     lost_phase = F.when(F.col("x_status") == STATUSES.index("lost") + 1,
                         _switch_keys(switch_rows, F.col("first_send_ts"))[0])
+    # Duplicates per switch, likewise: a duplicated message belongs to the switch it was delivered across, i.e.
+    # first received in the phase before the switch (after the previous switch started) and received again after
+    # the switch started, with the site of its first receipt (``_duplicates_per_switch`` keeps the old site's).
+    first_phase = _switch_keys(switch_rows, F.col("x_first_recv_ts"))[0]
+    dup_phase = F.when((F.col("x_duplicate") > 0)
+                       & (_switch_keys(switch_rows, F.col("x_last_recv_ts"))[0] > first_phase), first_phase)
     agg_rows = [r.asDict() for r in grouped.groupBy(
         "run_id", "address_c", lost_phase.alias("lost_phase"),
-        F.when(lost_phase.isNotNull(), F.col("x_send_site_c")).alias("lost_site_c")).agg(
+        F.when(lost_phase.isNotNull(), F.col("x_send_site_c")).alias("lost_site_c"),
+        dup_phase.alias("dup_phase"),
+        F.when(dup_phase.isNotNull(), F.col("x_first_recv_site_c")).alias("dup_site_c")).agg(
         *sums, *[F.min(c).alias(c) for c in ("rpo_first_send_ts", "lost_first_send_ts", "first_send_ts")],
         *[F.max(c).alias(c) for c in ("rpo_last_send_ts", "lost_last_send_ts", "last_recv_ts")]).collect()]
     if codes is not None:
         dict_rows = codes.result()
     _check_codes(dict_rows)
-    first_receive, send_rate = _per_switch(dict_rows, switch_rows)
+    first_receive, send_rate, receive_rate = _per_switch(dict_rows, switch_rows)
     rows = _merge_counts(agg_rows)
     switch_lost = _lost_per_switch(agg_rows, switch_rows, dict_rows)
+    switch_duplicates = _duplicates_per_switch(agg_rows, switch_rows, dict_rows)
 
     addresses = {r["address_c"]: r["address"] for r in dict_rows if r["address_c"] is not None}
     for r in rows:
@@ -412,4 +460,6 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
         writers=sorted(writers.values(), key=lambda d: tuple("" if v is None else str(v) for v in d.values())),
         persisted=grouped,
         switch_lost=switch_lost,
+        switch_duplicates=switch_duplicates,
+        receive_rate=receive_rate,
     )

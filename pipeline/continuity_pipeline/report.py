@@ -350,6 +350,30 @@ def _switch_table(switches: list[dict]) -> str:
             + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
+DUPLICATE_COLUMNS = [
+    ("duplicates_observed", "Observed: delivered across the switch (messages)", 0),
+    ("duplicates_at_risk_estimated", "Estimated by the plugin before the switch (messages)", 1),
+    ("duplicates_error", "Error, estimated minus observed (messages)", 1),
+    ("duplicates_tolerance_messages", "One sample interval's traffic (messages)", 0),
+    ("duplicates_at_risk_ack_batching", "Ack-batching bound from the run parameters (messages)", 0),
+]
+
+
+def _duplicates_table(switches: list[dict]) -> str:
+    """Per switch: the duplicates the ledgers observed against the plugin's estimate, with the judgement."""
+    head = (["Run", "Switch", "From → to"] + [h for _c, h, _n in DUPLICATE_COLUMNS] + ["Judgement"])
+    rows = []
+    for s in switches:
+        cells = "".join(f"<td>{_e(_fmt(s.get(c), nd))}</td>" for c, _h, nd in DUPLICATE_COLUMNS)
+        within = s.get("duplicates_within_tolerance")
+        cls = {True: "PASS", False: "FAIL"}.get(within, "n/a")
+        rows.append(f"<tr><td class=wrap>{_e(s['run_id'])}</td><td class=left>{_e(switch_label(s))}</td>"
+                    f"<td class=left>{_e(s.get('old_site'))} → {_e(s.get('new_site'))}</td>{cells}"
+                    f"<td class='wrap {cls}'>{_e(s.get('duplicates_judgement') or '-')}</td></tr>")
+    return ("<table id='duplicates' class='switches'><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
 def _verdict_text(result: dict) -> str:
     runs = result["runs"]
     names = {"rpo_messages": "RPO in messages", "rpo_seconds": "RPO in seconds", "rto_seconds": "RTO"}
@@ -447,6 +471,16 @@ def render(result: dict, lag_points: list[dict], exceptions: list[dict]) -> str:
                              "rto_seconds_estimated", "rto_seconds_observed", "rto_seconds_error"]))
     out.append("<p class='note'>Error = estimated minus observed (positive: the estimate was pessimistic). "
                "Per run: RPO of the failover (else of every lost message), RTO of the slowest switch.</p>")
+    if result["switches"]:
+        out.append("<h3>Duplicates per switch: the plugin's estimate before it vs the ledgers</h3>")
+        out.append(_duplicates_table(result["switches"]))
+        out.append("<p class='note'><b>Observed</b>: messages first received on the old site after the previous "
+                   "switch and received again after this one started (deliveries in flight and acknowledgements "
+                   "the new site never got). <b>Estimated</b>: the continuity plugin's duplicates at risk in the "
+                   "old site's last lag sample before the switch (its deliveries in flight plus its acks not yet "
+                   "replicated; empty without the plugin). The estimate is judged within when it is off by at most "
+                   "one sample interval's traffic: the interval between that sample and the one before it times "
+                   "the old site's delivery rate over the 10 s before the switch.</p>")
     out.append("<h2>Lag over time and phase timeline</h2>")
     for r in runs:
         out.append(lag_chart(r["run_id"], lag_points, result["switches"]))

@@ -55,7 +55,7 @@ def kind_columns(kinds: tuple[str, ...], leave_out: tuple[str, ...] = ()) -> lis
 # The lag_samples output table (docs/pipeline.md): its columns are part of the output format.
 LAG_TABLE_COLUMNS = ("run_id", "ts", "site", "peer", "connection", "reachable", "connected", "backlog",
                      "pending_acks", "add_rate", "drain_rate", "lag_seconds", "rpo_messages_est", "rpo_seconds_est",
-                     "rto_seconds_est", "role")
+                     "rto_seconds_est", "duplicates_at_risk_est", "replication_latency_p99_seconds", "role")
 
 BAD_RECORD = T.StructType([
     T.StructField("file", S, False),

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ansible_collections.continuity.artemis.plugins.module_utils import lag
 from continuity_pipeline import analysis, outputs, validate
 from continuity_pipeline.generate import GenerateError, GenParams, generate
 
@@ -83,6 +84,77 @@ def test_failover_rto_estimate_is_detection_plus_overhead_without_drain():
     assert est["rto_seconds_estimated"] == pytest.approx(14.0) and est["rpo_messages_estimated"] is None
 
 
+def test_duplicates_at_risk_estimates_of_a_switch():
+    """The plugin's estimate comes from the old site's last sample (null without the plugin), the ack-batching
+    bound from the run parameters, the sample interval from the sample before it."""
+    params = {"params": json.dumps({"consumers": 2, "ack_batch": 50})}
+    sample = {"ts": 100.5, "prev_ts": 99.5, "backlog": 10, "add_rate": 400.0, "drain_rate": 400.0,
+              "connected": True, "duplicates_at_risk_est": 90.25, "replication_latency_p99_seconds": 0.012}
+    est = analysis.estimates({"kind": "failover"}, sample, 200.0, params)
+    assert est["duplicates_at_risk_estimated"] == 90.25
+    assert est["duplicates_at_risk_ack_batching"] == lag.ack_widening(2, 50)
+    assert est["replication_latency_p99_seconds"] == 0.012 and est["sample_interval_seconds"] == 1.0
+    # a sample without the plugin, and the first sample of a site (no interval)
+    est = analysis.estimates({"kind": "failover"}, {"ts": 5.0, "prev_ts": None, "backlog": 0}, None, None)
+    assert est["duplicates_at_risk_estimated"] is None and est["sample_interval_seconds"] is None
+    assert est["duplicates_at_risk_ack_batching"] is None  # no run parameters
+    assert analysis.estimates({"kind": "failover"}, None, None, params)["duplicates_at_risk_estimated"] is None
+
+
+@pytest.mark.parametrize(("args", "within", "tolerance", "words"), [
+    ((90.25, 91, 1.0, 200.0), True, 200.0, "within one sample interval's traffic: 1.00 s x 200.0 msg/s = 200"),
+    ((90.0, 291, 1.0, 200.0), False, 200.0, "outside one sample interval's traffic"),  # off by 201 > 200
+    ((90.0, 290, 1.0, 200.0), True, 200.0, "within"),  # exactly one interval's traffic still passes
+    ((400.0, 10, 2.0, 50.0), False, 100.0, "pessimistic"),
+    ((0.0, 30, 0.5, 40.0), False, 20.0, "optimistic"),
+    ((0.0, 0, 1.0, 0.0), True, 0.0, "within"),  # nothing delivered, nothing at risk, nothing duplicated
+    ((5.0, 5, None, 200.0), None, None, "no earlier lag sample"),
+    ((5.0, 5, 1.0, None), None, None, "no delivery rate"),
+    ((None, 12, 1.0, 200.0), None, 200.0, "no continuity plugin on dc1"),
+    ((12.0, None, 1.0, 200.0), None, 200.0, "no received ledger"),
+])
+def test_duplicates_check_judges_within_one_sample_interval_of_traffic(args, within, tolerance, words):
+    check = analysis.duplicates_check(*args, old_site="dc1")
+    assert check["duplicates_within_tolerance"] is within
+    assert check["duplicates_tolerance_messages"] == (None if tolerance is None else pytest.approx(tolerance))
+    est, obs = args[0], args[1]
+    assert check["duplicates_error"] == (None if est is None or obs is None else pytest.approx(est - obs))
+    assert words in check["duplicates_judgement"]
+
+
+def test_duplicates_per_switch_from_the_small_aggregate():
+    """A duplicated message belongs to the switch it was delivered across: first received on the switch's old
+    site after the previous switch started, received again after this one started."""
+    from continuity_pipeline import reconcile
+
+    switches = [("r", "failover@105", 105.0, "dc2", "dc1"), ("r", "swapover#1", 100.0, "dc1", "dc2"),
+                ("nolog", "swapover#1", 100.0, "dc1", "dc2")]
+    dictionary = [{"site_c": 11, "site": "dc1"}, {"site_c": 22, "site": "dc2"}]
+    zero = dict.fromkeys(reconcile.COUNT_COLUMNS, 0)
+
+    def row(phase, site_c, redelivery, distinct, address_c=7):
+        return {**zero, "run_id": "r", "address_c": address_c, "dup_phase": phase, "dup_site_c": site_c,
+                "duplicated": redelivery + distinct, "duplicated_redelivery": redelivery,
+                "duplicated_distinct": distinct, "received_records": 2 * (redelivery + distinct),
+                **dict.fromkeys(("rpo_first_send_ts", "rpo_last_send_ts", "lost_first_send_ts", "lost_last_send_ts",
+                                 "first_send_ts", "last_recv_ts"))}
+
+    rows = [row(None, None, 0, 0) | {"received_records": 500},  # ordinary messages (and duplicates of no switch)
+            row(0, 11, 2, 5),  # first received on dc1 before the swapover, again after it: the swapover's
+            row(0, 22, 1, 0),  # before the swapover but first received on dc2, not its old site
+            row(1, 22, 0, 3, address_c=8),  # between the starts on dc2, again after the failover: the failover's
+            row(1, 22, 1, 0)]
+    per = reconcile._duplicates_per_switch(rows, switches, dictionary)
+    assert per[("r", "swapover#1")] == {"duplicates_observed": 7, "duplicates_observed_redelivery": 2,
+                                        "duplicates_observed_distinct": 5}
+    assert per[("r", "failover@105")] == {"duplicates_observed": 4, "duplicates_observed_redelivery": 1,
+                                          "duplicates_observed_distinct": 3}
+    # a run without received records: not observed (None), not zero
+    assert per[("nolog", "swapover#1")]["duplicates_observed"] is None
+    merged = {r["address_c"]: r for r in reconcile._merge_counts(rows)}
+    assert merged[7]["duplicated"] == 9 and merged[8]["duplicated"] == 3 and "dup_phase" not in merged[7]
+
+
 def test_runbook_overhead_sources():
     assert analysis.runbook_overhead({}, "swapover", [1.0, 3.0]) == (3.0, "history")
     assert analysis.runbook_overhead({}, "swapover", [9.0, 1.0, None, 3.0, 2.0]) == (3.0, "history")  # newest 3
@@ -140,12 +212,18 @@ def test_per_switch_figures_from_the_writer_aggregate():
             row("received", "dc1", 2, 0, 2, 106.0),  # after the second start, on its new site
             row("sent", "dc1", 0, 0b01, 40, 91.0),  # in the first switch's window only
             row("sent", "dc2", 1, 0b10, 30, 101.0),  # in the second switch's window (old site dc2)
-            row("sent", "dc1", 0, 0b01, 7, 95.0, accepted=False)]  # not confirmed: not a send
-    first, rate = reconcile._per_switch(rows, switches)
+            row("sent", "dc1", 0, 0b01, 7, 95.0, accepted=False),  # not confirmed: not a send
+            row("received", "dc1", 0, 0b01, 25, 91.0),  # delivered on the first switch's old site in its window
+            row("received", "dc2", 1, 0b10, 12, 101.0)]  # the second switch's old site dc2, in its window
+    first, rate, deliveries = reconcile._per_switch(rows, switches)
     assert first == [{"run_id": "r", "switch_id": "failover@105", "first_recv_ts": 106.0},
                      {"run_id": "r", "switch_id": "swapover#1", "first_recv_ts": 100.4}]
     assert rate == [{"run_id": "r", "switch_id": "failover@105", "client_send_rate": 3.0},
                     {"run_id": "r", "switch_id": "swapover#1", "client_send_rate": 4.0}]
+    # received records over the 10 s before each start on its old site (the 5 on dc2 before the first start are
+    # outside both windows, the 3 on dc2 between the starts are outside the failover's)
+    assert deliveries == [{"run_id": "r", "switch_id": "failover@105", "client_receive_rate": 1.2},
+                          {"run_id": "r", "switch_id": "swapover#1", "client_receive_rate": 2.5}]
 
 
 def test_a_switch_without_a_receive_before_the_next_has_no_first_receive():
@@ -157,7 +235,7 @@ def test_a_switch_without_a_receive_before_the_next_has_no_first_receive():
                 ("r", "failover@120", 120.0, "dc1", "dc2")]
     rows = [{"run_id": "r", "ledger": "received", "site": "dc2", "_phase": 3, "_rate_mask": 0, "records": 4,
              "first_ev_ts": 121.0, "accepted": True}]
-    first, _rate = reconcile._per_switch(rows, switches)
+    first, _rate, _deliveries = reconcile._per_switch(rows, switches)
     assert first == [{"run_id": "r", "switch_id": "failover@120", "first_recv_ts": 121.0}]
 
 
