@@ -223,14 +223,18 @@ def sample_record(evaluation: dict, ts: float, elapsed: float, streak: int) -> d
 def wait_until(take_sample: Callable[[], tuple], evaluate_sample: Callable[[tuple, Optional[tuple]], dict],
                wait_timeout: float, wait_sleep: float, stable_samples: int = 1, wait: bool = True,
                clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-               sleeper: Callable[[float], None] = time.sleep, max_samples_kept: int = 1000) -> dict:
+               sleeper: Callable[[float], None] = time.sleep, max_samples_kept: int = 1000,
+               stop_early: Optional[Callable[[dict, float], Optional[str]]] = None) -> dict:
     """Sample and evaluate until the conditions held for ``stable_samples`` consecutive samples.
 
     ``take_sample()`` returns an opaque sample (e.g. ``(site_snapshot, peer_snapshot)``);
     ``evaluate_sample(sample, previous_sample)`` returns an :func:`evaluate` result. With ``wait`` False one
     sample is taken. The loop never sleeps past the deadline: a last sample is taken at the deadline.
+    ``stop_early(evaluation, elapsed)`` may end the wait before the deadline: it returns why (waiting longer would
+    not change the outcome), or None.
 
-    Returns ``{"ok", "timed_out", "elapsed", "samples": [sample_record...], "last", "failed", "reason"}``.
+    Returns ``{"ok", "timed_out", "elapsed", "samples": [sample_record...], "last", "failed", "reason",
+    "stopped_early"}`` (``stopped_early``: the reason :func:`stop_early` gave, else None).
     """
     tracker = StabilityTracker(stable_samples)
     start = clock()
@@ -249,7 +253,12 @@ def wait_until(take_sample: Callable[[], tuple], evaluate_sample: Callable[[tupl
             del records[1]  # keep the first sample and the most recent ones
         if stable:
             return {"ok": True, "timed_out": False, "elapsed": now - start, "samples": records, "last": rec,
-                    "failed": [], "reason": None}
+                    "failed": [], "reason": None, "stopped_early": None}
+        early = stop_early(ev, now - start) if stop_early is not None and wait and not ev["ok"] else None
+        if early:
+            reasons = ["%s: %s" % (n, ev["conditions"][n]["reason"]) for n in rec["failed"]]
+            return {"ok": False, "timed_out": False, "elapsed": now - start, "samples": records, "last": rec,
+                    "failed": rec["failed"], "reason": "; ".join(reasons), "stopped_early": early}
         if not wait or now >= deadline:
             failed = rec["failed"] or (["stable_samples"] if ev["ok"] else [])
             reasons = ["%s: %s" % (n, ev["conditions"][n]["reason"]) for n in rec["failed"]]
@@ -257,5 +266,5 @@ def wait_until(take_sample: Callable[[], tuple], evaluate_sample: Callable[[tupl
                 reasons.append("conditions held for %d of %d required consecutive samples"
                                % (tracker.streak, tracker.required))
             return {"ok": False, "timed_out": bool(wait), "elapsed": now - start, "samples": records, "last": rec,
-                    "failed": failed, "reason": "; ".join(reasons)}
+                    "failed": failed, "reason": "; ".join(reasons), "stopped_early": None}
         sleeper(max(0.0, min(float(wait_sleep), deadline - now)))

@@ -712,11 +712,19 @@ LAG_SAMPLE_FIELDS = evidence.LAG_SAMPLE_FIELDS
 
 def lag_sample_fields(assessment: Mapping[str, Any], *, source: str, site: str, reachable: bool = True,
                       peer: Optional[str] = None, connection: Optional[str] = None,
-                      passive_consumers: Optional[int] = None, role: Optional[str] = None) -> dict:
+                      passive_consumers: Optional[int] = None, role: Optional[str] = None,
+                      plugin_estimates: Optional[Mapping[str, Any]] = None) -> dict:
     """The fields of an evidence ``lag_sample`` record from an :func:`assess` result (without ``schema``,
-    ``kind``, ``run_id``, ``ts``): pass them to ``evidence.lag_sample_record(run_id, **fields)``."""
+    ``kind``, ``run_id``, ``ts``): pass them to ``evidence.lag_sample_record(run_id, **fields)``.
+
+    ``plugin_estimates`` (``site_state.plugin_estimates``, ``None`` without the continuity plugin) gives
+    ``duplicates_at_risk_est`` (:func:`duplicates_at_risk`) and ``replication_latency_p99_seconds`` (measured on
+    the peer); both are null without it."""
     fields = {name: assessment.get(name) for name in LAG_SAMPLE_FIELDS}
     fields.update(peer=peer, connection=connection, passive_consumers=passive_consumers, role=role)
+    plugin = plugin_estimates or {}
+    fields.update(duplicates_at_risk_est=plugin.get("duplicates_at_risk_est"),
+                  replication_latency_p99_seconds=plugin.get("replication_latency_p99_seconds"))
     # built by evidence.py's builder (placeholder run id and time, dropped): one definition of the record
     rec = evidence.lag_sample_record("-", source, site, reachable, ts=0.0, notes=list(assessment.get("notes") or []),
                                      queue_diffs=list(assessment.get("queue_diffs") or []), **fields)

@@ -25,6 +25,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils import continui
 from ansible_collections.continuity.artemis.plugins.module_utils import gates
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+from ansible_collections.continuity.artemis.plugins.module_utils import reconcile
 from ansible_collections.continuity.artemis.plugins.module_utils import site_role
 from ansible_collections.continuity.artemis.plugins.module_utils import site_state
 from ansible_collections.continuity.artemis.plugins.module_utils import versions
@@ -367,6 +368,7 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
              stable_samples: int = 2, preflight_max_backlog: Optional[int] = None, queue_tolerance: int = 0,
              rollback: bool = True, check_mode: bool = False, activation_timeout: float = 30.0,
              settle_timeout: float = 5.0, address_filter: Optional[str] = None, confirm_sleep: float = 0.05,
+             mirror_extras: str = "refuse", quiet_seconds: float = 3.0,
              wall: Callable[[], float] = time.time, clock: Callable[[], float] = time.monotonic,
              sleeper: Callable[[float], None] = time.sleep) -> dict:
     """Planned switch of the active role from ``old`` to ``new``: consistency first.
@@ -381,7 +383,11 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
        the mirror's ``address_filter`` mirrors), for ``stable_samples``
        consecutive samples within ``drain_timeout`` (``wait_sleep`` apart while draining, ``confirm_sleep`` after
        a sample that passed); on failure ``old`` is re-activated (rollback) and
-       :class:`SwitchError` is raised: nothing was lost, clients return to ``old``;
+       :class:`SwitchError` is raised: nothing was lost, clients return to ``old``. When only the counts differ
+       for ``quiet_seconds`` while both sites are quiet (connected, backlog 0, no pending acks), waiting cannot
+       help: the differing queues are compared message by message (:mod:`reconcile`) and ``mirror_extras``
+       decides about copies only ``new`` holds (``refuse``; ``remove`` those that came from ``old``; ``keep``);
+       a message only ``old`` holds always refuses;
     4. persist ``old``'s fence in its broker.xml when this host has it (a write that fails rolls back), then
        activate ``new`` (the point of no return);
     5. seal ``old`` (plugin guard passive, fence persisted) and resume its paused queues, then one look at the
@@ -537,10 +543,72 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
         # by a sample that is still a distinct, later read of both sites.
         sleeper(min(seconds, confirm_sleep) if last_passed[0] else seconds)
 
+    def settle_extras(waited: dict) -> dict:
+        """The queues whose counts differ on quiet sites, message by message; ``mirror_extras`` decides (a
+        ``reconcile`` phase records what was found and done). Returns the gate's outcome after that."""
+        t_rec = wall()
+        snaps = read_both(old, new)
+        cmp = site_state.compare_sites(snaps[0], snaps[1], tolerance=queue_tolerance, address_filter=address_filter)
+        names = [d["queue"] for d in cmp.diffs]
+        found = reconcile.queue_differences(old.client, snaps[0], new.client, snaps[1], names)
+        decision = reconcile.decide(found, mirror_extras, old.name, new.name)
+        data: Dict[str, Any] = {"policy": mirror_extras, "queues": reconcile.evidence(found), "removed": {},
+                                "kept": decision["kept"], "why_compared": waited["stopped_early"]}
+        for name, ids in decision["remove"].items():
+            data["removed"][name] = reconcile.remove(new.client, reconcile.queue_mbean(snaps[1], name), ids)
+        phases.append(phase(runbook, "reconcile", t_rec, wall(), "pass" if decision["ok"] else "fail",
+                            decision["reason"], gate_samples=waited["samples"][-3:], data=data))
+        if not decision["ok"]:
+            return dict(waited, reason="%s; %s" % (waited["reason"], decision["reason"]))
+        # the gate once more: with the extras removed the counts are equal; kept ones are allowed exactly
+        allowed = {name: len(d["only_new_from_old"]) + len(d["only_new_other"]) for name, d in found.items()}
+        if mirror_extras == "remove":
+            allowed = {}
+
+        def judge_again(sample, previous):
+            ev = judge(sample, previous)
+            if "queues_equal" in ev["failed"] and allowed:
+                now_cmp = site_state.compare_sites(sample[0], sample[1], tolerance=queue_tolerance,
+                                                   address_filter=address_filter)
+                if all(d["delta"] is not None and -d["delta"] == allowed.get(d["queue"]) for d in now_cmp.diffs):
+                    ev["conditions"]["queues_equal"] = dict(ev["conditions"]["queues_equal"], ok=True,
+                                                            reason="kept: %s" % allowed)
+                    ev["failed"] = [n for n in ev["failed"] if n != "queues_equal"]
+                    ev["ok"] = not ev["failed"]
+                    last_passed[0] = ev["ok"]
+            return ev
+
+        again = gates.wait_until(take, judge_again, max(30.0, drain_timeout - waited["elapsed"]), wait_sleep,
+                                 stable_samples, clock=clock, wall=wall, sleeper=pace)
+        again["samples"] = waited["samples"] + again["samples"]
+        again["elapsed"] = waited["elapsed"] + again["elapsed"]
+        return again
+
+    quiet_since: List[Optional[float]] = [None]
+    quiet_diffs: List[Any] = [None]
+
+    def only_counts_differ(ev: dict, _elapsed: float) -> Optional[str]:
+        # connected, backlog 0 and (2.40+) no pending acks both ways: the mirror has nothing left to carry, so
+        # counts that still differ, unchanged, for quiet_seconds will not become equal by waiting. Unchanged: an
+        # ack still being applied on the target moves a count, and before 2.40 nothing else shows it.
+        if ev["failed"] != ["queues_equal"]:
+            quiet_since[0] = None
+            return None
+        diffs = [(d["queue"], d["local"], d["peer"])
+                 for d in (ev["conditions"]["queues_equal"].get("value") or {}).get("diffs") or []]
+        now = clock()
+        if quiet_since[0] is None or diffs != quiet_diffs[0]:
+            quiet_since[0], quiet_diffs[0] = now, diffs
+        if now - quiet_since[0] < quiet_seconds:
+            return None
+        return "both sites quiet for %.1f s and the same queue counts still differ" % (now - quiet_since[0])
+
     try:
         waited = gates.wait_until(take, judge, drain_timeout, wait_sleep, stable_samples, clock=clock, wall=wall,
-                                  sleeper=pace)
-    except j.JolokiaError as exc:
+                                  sleeper=pace, stop_early=only_counts_differ)
+        if waited.get("stopped_early"):
+            waited = settle_extras(waited)
+    except (j.JolokiaError, ValueError) as exc:
         waited = {"ok": False, "samples": [], "reason": "a site could not be read during the drain: %s" % exc,
                   "elapsed": clock() - t_drain_mono, "failed": ["reachable"]}
     notes = [] if "max_pending_acks" in conds else [

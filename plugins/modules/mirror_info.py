@@ -178,7 +178,11 @@ connections:
       type: list
       elements: dict
     lag_sample:
-      description: "The same data as an evidence C(lag_sample) record's fields."
+      description:
+        - "The same data as an evidence C(lag_sample) record's fields."
+        - "With the continuity plugin it carries C(duplicates_at_risk_est) and C(replication_latency_p99_seconds)
+          of C(plugin_estimates) (null without the plugin), so the pipeline can compare them with the duplicates
+          a switch caused."
       type: dict
     plugin_estimates:
       description:

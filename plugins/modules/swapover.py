@@ -132,6 +132,23 @@ options:
     description: Allowed difference of per-queue message counts (keep 0 for a zero-loss claim).
     type: int
     default: 0
+  mirror_extras:
+    description:
+      - What the drain gate does when both sites are quiet (connected, backlog 0, no pending acks) for
+        O(quiet_seconds) and a queue's counts still differ. The differing queues are then compared message by
+        message (each message's origin broker and id, from the mirror's C(x-opt-amq-bkr-id)/C(x-opt-amq-mr-id)
+        annotations). A message only O(old_site) holds always stops the swapover (a switch could lose it).
+      - C(refuse) stops and says what was found. C(remove) removes from O(new_site) the copies of messages that came
+        from O(old_site) and that O(old_site) no longer holds (phantoms or lost acknowledgements after an HA takeover
+        on the old site, see docs/ha.md), then the gate runs again. C(keep) switches with the extra copies (clients
+        of O(new_site) receive them after the switch). Either way the reconcile phase of the evidence lists them.
+    type: str
+    choices: [refuse, remove, keep]
+    default: refuse
+  quiet_seconds:
+    description: Seconds both sites must be quiet with differing counts before the queues are compared one by one.
+    type: float
+    default: 3
   rollback:
     description: Re-activate O(old_site) when the drain gate fails. Without it no site serves after a failed gate.
     type: bool
@@ -291,6 +308,8 @@ def module_kwargs():
             preflight_max_backlog=dict(type="int"),
             queue_tolerance=dict(type="int", default=0),
             address_filter=dict(type="str"),
+            mirror_extras=dict(type="str", default="refuse", choices=["refuse", "remove", "keep"]),
+            quiet_seconds=dict(type="float", default=3.0),
             rollback=dict(type="bool", default=True),
             activation_timeout=dict(type="float", default=30.0),
             settle_timeout=dict(type="float", default=5.0),
@@ -316,8 +335,8 @@ def run_module(module):
     if p["old_site"]["name"] == p["new_site"]["name"]:
         module.fail_json(msg="old_site and new_site are both named %r: name two different sites"
                          % p["old_site"]["name"])
-    if p["stable_samples"] < 1 or p["drain_timeout"] < 0 or p["wait_sleep"] < 0:
-        module.fail_json(msg="stable_samples must be >= 1 and drain_timeout, wait_sleep >= 0")
+    if p["stable_samples"] < 1 or p["drain_timeout"] < 0 or p["wait_sleep"] < 0 or p["quiet_seconds"] < 0:
+        module.fail_json(msg="stable_samples must be >= 1 and drain_timeout, wait_sleep, quiet_seconds >= 0")
     if p["evidence_dir"]:
         try:
             evidence.check_run_id(p["run_id"])
@@ -333,7 +352,8 @@ def run_module(module):
                               stable_samples=p["stable_samples"], preflight_max_backlog=p["preflight_max_backlog"],
                               queue_tolerance=p["queue_tolerance"], rollback=p["rollback"],
                               check_mode=module.check_mode, activation_timeout=p["activation_timeout"],
-                              settle_timeout=p["settle_timeout"], address_filter=p["address_filter"] or None)
+                              settle_timeout=p["settle_timeout"], address_filter=p["address_filter"] or None,
+                              mirror_extras=p["mirror_extras"], quiet_seconds=p["quiet_seconds"])
     except switch.SwitchError as exc:
         path = None if module.check_mode else _write_evidence(p, exc.phases)
         # A switch that stopped before its roles were known (quiesce, activation or rollback failed) reports the

@@ -146,6 +146,24 @@ def test_wait_until_times_out_with_last_failure():
     assert "dc1/DC2 is not connected" in res["reason"]
 
 
+
+def test_wait_until_stops_early_when_told_waiting_cannot_help():
+    clock = FakeClock()
+    ev = lambda sample, prev: {"ok": False, "failed": ["queues_equal"],  # noqa: E731
+                               "conditions": {"queues_equal": {"ok": False, "reason": "orders 3!=5"}},
+                               "directions": []}
+    res = gates.wait_until(lambda: None, ev, wait_timeout=600, wait_sleep=2, clock=clock, wall=clock,
+                           sleeper=clock.sleep, stop_early=lambda e, elapsed: "quiet" if elapsed >= 4 else None)
+    assert not res["ok"] and not res["timed_out"] and res["stopped_early"] == "quiet"
+    assert res["elapsed"] == 4.0 and res["failed"] == ["queues_equal"] and "orders 3!=5" in res["reason"]
+    # never asked about a passing sample, and never when not waiting
+    asked = []
+    ok = lambda sample, prev: {"ok": True, "failed": [], "conditions": {}, "directions": []}  # noqa: E731
+    res = gates.wait_until(lambda: None, ok, 10, 1, stable_samples=1, clock=clock, wall=clock, sleeper=clock.sleep,
+                           stop_early=lambda e, elapsed: asked.append(e) or "x")
+    assert res["ok"] and res["stopped_early"] is None and asked == []
+
+
 def test_wait_false_single_sample_and_not_yet_stable():
     clock = FakeClock()
     ev = lambda sample, prev: {"ok": True, "failed": [], "conditions": {}, "directions": []}  # noqa: E731

@@ -42,6 +42,7 @@ class World:
         self.guard = {"dc1": None, "dc2": None}  # the continuity plugin's role; None = plugin not installed
         self.calls: list = []
         self.reloads = 0
+        self.messages: dict | None = None  # {site: [browsed message]}: then they define the counts of "orders"
 
     def snapshot(self, site):
         self.calls.append(("snapshot", site))
@@ -61,10 +62,13 @@ class World:
             "connections": {peer: {"name": peer, "started": True, "connected": connected, "mirror": True}},
             "mirrors": {peer: {"snf": {"message_count": self.backlog[site], "messages_added": 0,
                                        "messages_acknowledged": 0, "delivering_count": 0}}},
-            "queues": {"orders": {"address": "orders", "message_count": self.orders[site], "consumer_count": 0,
+            "queues": {"orders": {"address": "orders", "consumer_count": 0,
+                                  "message_count": len(self.messages[site]) if self.messages else self.orders[site],
                                   "internal": False, "temporary": False, "paused": self.paused[site],
                                   "delivering_count": self.delivering[site], "messages_added": 100,
-                                  "mbean": on.queue(site, "orders", "orders")}},
+                                  "routing_type": "anycast", "name": "orders",
+                                  # a snapshot read with listQueues names no MBean (site_state._list_entry)
+                                  "mbean": None if self.messages else on.queue(site, "orders", "orders")}},
         }
 
 
@@ -72,10 +76,17 @@ class FakeClient:
     def __init__(self, world, site):
         self.world, self.site = world, site
 
-    def bulk(self, requests):
+    def bulk(self, requests, raise_errors=False):
         out = []
         for req in requests:
             _d, props = on.parse(req["mbean"])
+            if req.get("operation") == "removeMessage(long)":
+                assert req["mbean"] == on.queue(self.site, "orders", "orders"), req["mbean"]
+                found = [m for m in self.world.messages[self.site] if m["messageID"] == str(req["arguments"][0])]
+                self.world.messages[self.site] = [m for m in self.world.messages[self.site] if m not in found]
+                self.world.calls.append(("removeMessage", self.site, req["arguments"][0]))
+                out.append(FakeResult(value=bool(found)))
+                continue
             if props.get("component") == "continuity":  # the plugin's SiteRole read
                 role = self.world.guard[self.site]
                 out.append(FakeResult(value=role) if role else FakeResult(False, status=404, error="not found"))
@@ -121,6 +132,11 @@ class FakeClient:
         return {on.acceptor(self.site, n): {"Started": st} for n, st in self.world.acceptors[self.site].items()}
 
     def exec(self, mbean, op, *args):
+        if op == "browse(int,int)":
+            assert mbean == on.queue(self.site, "orders", "orders"), mbean
+            page, size = args
+            self.world.calls.append(("browse", self.site, page))
+            return self.world.messages[self.site][(page - 1) * size:page * size]
         assert op == "reloadConfigurationFile()"
         self.world.reloads += 1
         self.world.calls.append(("reload", self.site))
@@ -484,3 +500,95 @@ def test_two_sites_that_are_one_broker_are_refused_before_any_change(world):
         run(world)
     assert [(p["phase"], p["decision"]) for p in err.value.phases] == [("preflight", "fail")]
     assert not [c for c in world.calls if c[0] != "snapshot"]  # nothing paused, stopped or opened
+
+
+# ---------------------------------------------------------------------- quiet sites whose counts differ
+def own(mid):
+    """A message as browsed on the broker it was sent to."""
+    return {"messageID": str(mid), "userID": f"ID:m{mid}", "timestamp": 1}
+
+
+def mirrored(mid, origin_mid, origin):
+    """A copy the mirror delivered: the origin broker and id in its annotations."""
+    return {"messageID": str(mid), "userID": f"ID:m{origin_mid}", "timestamp": 1,
+            "LongProperties": {"messageAnnotations.x-opt-amq-mr-id": origin_mid},
+            "StringProperties": {"messageAnnotations.x-opt-amq-bkr-id": origin}}
+
+
+def phantom_world(world):
+    """dc1 (HA pair taken over by its backup) holds 2 messages; dc2 holds their copies plus 3 copies of messages
+    that came from dc1 which dc1 no longer has (the phantoms of docs/ha.md)."""
+    world.messages = {"dc1": [own(100), own(101)],
+                      "dc2": [mirrored(500, 100, "node-dc1"), mirrored(501, 101, "node-dc1"),
+                              mirrored(502, 97, "node-dc1"), mirrored(503, 98, "node-dc1"),
+                              mirrored(504, 99, "node-dc1")]}
+    return world
+
+
+def test_quiet_sites_whose_counts_differ_are_compared_at_once_and_refused_by_default(world):
+    phantom_world(world)
+    with pytest.raises(switch.SwitchError) as err:
+        run(world, drain_timeout=3600, quiet_seconds=0)  # the comparison, not the 1 h timeout, ends the gate
+    msg = str(err.value)
+    assert "dc2 holds copies of messages that came from dc1 and that dc1 no longer has" in msg and "orders 3" in msg
+    assert "continuity_mirror_extras=remove" in msg and "rolled back: dc1 is active again" in msg
+    rec = next(p for p in err.value.phases if p["phase"] == "reconcile")
+    assert rec["decision"] == "fail" and rec["data"]["queues"]["orders"]["only_new_from_old"]["count"] == 3
+    assert [m["origin_id"] for m in rec["data"]["queues"]["orders"]["only_new_from_old"]["first"]] == ["97", "98", "99"]
+    assert len(world.messages["dc2"]) == 5 and world.acceptors["dc1"]["artemis"] is True
+
+
+def test_remove_takes_out_only_the_copies_that_came_from_the_old_site_then_switches(world):
+    phantom_world(world)
+    res = run(world, drain_timeout=3600, quiet_seconds=0, mirror_extras="remove")
+    rec = next(p for p in res["phases"] if p["phase"] == "reconcile")
+    assert rec["decision"] == "pass" and rec["data"]["removed"] == {"orders": 3}
+    assert [m["messageID"] for m in world.messages["dc2"]] == ["500", "501"]
+    assert [p["phase"] for p in res["phases"]][2:5] == ["reconcile", "drain", "activate"]
+    assert res["roles_after"] == {"dc1": "passive", "dc2": "active"}
+
+
+def test_keep_switches_with_the_extra_copies_and_nothing_else(world):
+    phantom_world(world)
+    res = run(world, drain_timeout=3600, quiet_seconds=0, mirror_extras="keep")
+    rec = next(p for p in res["phases"] if p["phase"] == "reconcile")
+    assert rec["decision"] == "pass" and rec["data"]["kept"] == 3 and len(world.messages["dc2"]) == 5
+    assert res["roles_after"]["dc2"] == "active"
+
+
+def test_a_message_only_the_old_site_holds_refuses_whatever_the_setting(world):
+    phantom_world(world)
+    world.messages["dc1"].append(own(102))  # never reached dc2: a switch would lose it
+    for policy in ("remove", "keep"):
+        with pytest.raises(switch.SwitchError, match="dc1 holds messages dc2 does not: orders 1"):
+            run(world, drain_timeout=3600, quiet_seconds=0, mirror_extras=policy)
+        assert len(world.messages["dc2"]) == 5 and world.acceptors["dc2"]["artemis"] is False
+
+
+def test_remove_never_removes_a_message_the_new_site_holds_from_elsewhere(world):
+    phantom_world(world)
+    world.messages["dc2"].append(own(600))  # sent to dc2 itself: it may be the only copy
+    with pytest.raises(switch.SwitchError, match="dc2 holds messages dc1 never had: orders 1"):
+        run(world, drain_timeout=3600, quiet_seconds=0, mirror_extras="remove")
+    assert len(world.messages["dc2"]) == 6
+
+
+def test_counts_still_moving_on_quiet_sites_are_waited_for_not_compared(world):
+    """Acks still being applied on the new site (before 2.40 nothing else shows them) move its counts: the
+    comparison starts only once the same counts have differed for quiet_seconds, so a gate whose counts are
+    converging passes with no reconcile phase."""
+    phantom_world(world)
+    world.messages["dc2"] += [mirrored(600 + i, i, "node-dc1") for i in range(20)]
+    seen = world.snapshot
+
+    def applying_one_ack_per_read(site):
+        if site == "dc2" and len(world.messages["dc2"]) > len(world.messages["dc1"]):
+            world.messages["dc2"].pop()  # one late ack reaches dc2 on every read
+        return seen(site)
+
+    world.snapshot = applying_one_ack_per_read
+    ticks = iter(range(100000))
+    res = run(world, drain_timeout=3600, quiet_seconds=1.5, mirror_extras="refuse",
+              clock=lambda: float(next(ticks)))  # one second per clock read: 1.5 s quiet is never reached
+    assert "reconcile" not in [p["phase"] for p in res["phases"]]
+    assert res["roles_after"] == {"dc1": "passive", "dc2": "active"}
