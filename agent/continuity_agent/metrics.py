@@ -68,7 +68,10 @@ METRICS: tuple[Metric, ...] = (
            "Artemis Backup of the broker: 1 while it stands by as a backup replicating its live broker, 0 once live"),
     Metric("continuity_broker_ha_replica_sync", "gauge", "bool", ("site", "broker"),
            "Artemis ReplicaSync: on a backup, 1 once it holds a full copy of its live broker's journal; on a live "
-           "broker, 1 while its backup is synchronised"),
+           "broker, 1 while its backup is synchronised; absent for a backup standing by on a shared store"),
+    Metric("continuity_broker_ha_shared_store", "gauge", "bool", ("site", "broker"),
+           "1 for a backup standing by on its pair's shared store (site_role.pair_state shared_store): it copies "
+           "nothing, so it has no replica_sync series; 0 for the other brokers of the site that answered"),
     Metric("continuity_site_sample_errors_total", "counter", "samples", SITE,
            "Samples of the site that failed (unreachable, refused credentials, not Jolokia)"),
     # --- mirror directions
@@ -269,6 +272,7 @@ class AgentCollector(Collector):
                         add("continuity_broker_up", k, _b(b.up))
                         add("continuity_broker_ha_backup", k, _b(b.backup))
                         add("continuity_broker_ha_replica_sync", k, _b(b.replica_sync))
+                        add("continuity_broker_ha_shared_store", k, _b(b.shared_store))
                 if v.reachable:
                     _add_plugin(add, name, v.plugin)
             for d in cycle.directions:

@@ -49,8 +49,11 @@ class BrokerView:
     up: bool                        # answered Jolokia
     live: bool                      # serves (reachable and not a backup standing by)
     backup: bool | None = None      # Artemis Backup: true while it stands by as a backup (false once live)
-    replica_sync: bool | None = None  # Artemis ReplicaSync (None = not read)
+    replica_sync: bool | None = None  # Artemis ReplicaSync (None = not read, or a standby on a shared store)
     ha_policy: str | None = None
+    # stands by on the pair's shared store (site_role.pair_state "shared_store"): it copies nothing, so its ReplicaSync
+    # (false as Artemis reads it) says nothing about it and is not kept; None = did not answer
+    shared_store: bool | None = None
     error: str | None = None
 
 
@@ -119,10 +122,12 @@ def select_live(site: str, brokers: list[tuple[str, dict]]) -> tuple[dict, dict]
     facts = [site_role.broker_facts(name, snap) for name, snap in brokers]
     state = site_role.pair_state(facts)
     snaps = dict(brokers)
+    shared = set(state["shared_store"])  # pair_state's judgement, not the agent's: one rule (docs/ha.md)
     views = [BrokerView(broker=f["broker"], up=f["reachable"], live=f["live"],
                         backup=snap.get("backup") if f["reachable"] else None,
-                        replica_sync=snap.get("replica_sync") if f["reachable"] else None,
+                        replica_sync=snap.get("replica_sync") if f["reachable"] and f["broker"] not in shared else None,
                         ha_policy=snap.get("ha_policy") if f["reachable"] else None,
+                        shared_store=(f["broker"] in shared) if f["reachable"] else None,
                         error=None if f["reachable"] else snap.get("error"))
              for f, (_name, snap) in zip(facts, brokers, strict=True)]
     state = dict(state, brokers=views)
@@ -289,7 +294,8 @@ class Sampler:
             sample = dict(d.lag_sample)
             sample.update(reachable=False, connected=None, add_rate=None, drain_rate=None, lag_seconds=None,
                           rto_seconds_est=None, role=site_role.UNREACHABLE, pending_acks=None,
-                          passive_consumers=None, queue_diff_count=None, queue_diffs=[])
+                          passive_consumers=None, queue_diff_count=None, queue_diffs=[],
+                          duplicates_at_risk_est=None, replication_latency_p99_seconds=None)
             sample["notes"] = [f"site unreachable; backlog and RPO are the last known values from ts {last.ts:.3f}"]
             d.lag_sample = sample
             out.append(d)

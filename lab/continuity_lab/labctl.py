@@ -7,11 +7,13 @@ playbooks/initial_roles.yml (dc1 active, dc2 passive) with inventories/lab, wait
 
 Environment (the inventory reads the same variables): LAB_ROOT (build/lab), LAB_ARTEMIS_VERSION (2.44.0),
 LAB_PORT_BASE (20000, or `auto` for a free block), LAB_WAN_LATENCY_MS (0), LAB_DOWNLOAD_DIR (build/downloads),
-LAB_TOPOLOGY (`two-site`, or `ha`: dc1 is a replicated primary/backup pair, inventories/lab/ha.yml, docs/ha.md).
+LAB_TOPOLOGY (`two-site`; `ha`: dc1 is a replicated primary/backup pair, inventories/lab/ha.yml; `ha-shared`: dc1 is a
+shared-store primary/backup pair over one directory under the lab root, inventories/lab/ha-shared.yml; docs/ha.md),
+LAB_INVENTORY_OVERLAY (an inventory file added after the topology's: its host variables win; none by default).
 Per site (dc2 = +100): http base+161, client acceptor `artemis` (CORE,AMQP) base+616, mirror acceptor `mirror`
 (AMQP) base+617, cluster acceptor (CORE, HA pairs only) base+618. WAN link into dc1: base+900, into dc2:
-base+901; their control endpoints base+910 / base+911. With LAB_TOPOLOGY=ha, dc1's backup `dc1-backup` has the
-ports of a third site (+200) and its own WAN link for dc2's mirror: base+902, control base+912.
+base+901; their control endpoints base+910 / base+911. With LAB_TOPOLOGY=ha or ha-shared, dc1's backup `dc1-backup`
+has the ports of a third site (+200) and its own WAN link for dc2's mirror: base+902, control base+912.
 See docs/lab.md.
 """
 
@@ -34,11 +36,14 @@ from typing import Any
 from continuity_lab import waiting, wan
 
 REPO = Path(__file__).resolve().parents[2]
-INVENTORIES = {"two-site": REPO / "inventories" / "lab" / "hosts.yml", "ha": REPO / "inventories" / "lab" / "ha.yml"}
+INVENTORIES = {"two-site": REPO / "inventories" / "lab" / "hosts.yml", "ha": REPO / "inventories" / "lab" / "ha.yml",
+               "ha-shared": REPO / "inventories" / "lab" / "ha-shared.yml"}
 INVENTORY = INVENTORIES["two-site"]
 SITES = ("dc1", "dc2")
-# LAB_TOPOLOGY=ha: the backup of each site named here (docs/ha.md); it takes the ports of the next site slot.
+# LAB_TOPOLOGY=ha / ha-shared: the backup of each site named here (docs/ha.md); it takes the ports of the next slot.
 HA_BACKUPS = {"dc1": "dc1-backup"}
+# The topologies whose pair shares one store (broker_data_dir): its backup has no replica to synchronise.
+SHARED_STORE_TOPOLOGIES = ("ha-shared",)
 DEFAULT_VERSION = "2.44.0"
 # The lab inventory's credentials (inventories/lab/group_vars/artemis.yml): a lab, not a secret.
 ADMIN_USER, ADMIN_PASSWORD = "admin", "lab-admin-secret"
@@ -65,8 +70,11 @@ class Plan:
     wan_control: dict[str, int]
     wan_latency_ms: float = 0.0  # initial one-way latency of both links (LAB_WAN_LATENCY_MS)
     topology: str = "two-site"
-    # LAB_TOPOLOGY=ha: backup broker name -> (its site, its ports, the port of the WAN link into it, its control)
+    # LAB_TOPOLOGY=ha / ha-shared: backup broker name -> (its site, its ports, the WAN link into it, its control)
     backups: dict[str, tuple[str, SitePorts, int, int]] | None = None
+    # LAB_INVENTORY_OVERLAY: a second inventory source after the topology's, whose host variables win (a test's own
+    # settings for some brokers, e.g. tests/integration/test_ha_shared_store.py)
+    overlay: Path | None = None
 
     @property
     def inventory(self) -> Path:
@@ -124,14 +132,16 @@ def make_plan(env: dict[str, str] | None = None) -> Plan:
     if topology not in INVENTORIES:
         raise SystemExit(f"LAB_TOPOLOGY={topology!r}: choose one of {', '.join(INVENTORIES)}")
     backups = None
-    if topology == "ha":
+    if topology in ("ha", *SHARED_STORE_TOPOLOGIES):
         backups = {}
         for j, (site, name) in enumerate(HA_BACKUPS.items()):
             slot = len(SITES) + j
             backups[name] = (site, SitePorts(base + HTTP + SITE_STEP * slot, base + CLIENT + SITE_STEP * slot,
                                              base + MIRROR + SITE_STEP * slot),
                              base + WAN_LISTEN + slot, base + WAN_CONTROL + slot)
-    return Plan(root, version, base, sites, listen, ctl, float(env.get("LAB_WAN_LATENCY_MS") or 0), topology, backups)
+    overlay = Path(env["LAB_INVENTORY_OVERLAY"]).absolute() if env.get("LAB_INVENTORY_OVERLAY") else None
+    return Plan(root, version, base, sites, listen, ctl, float(env.get("LAB_WAN_LATENCY_MS") or 0), topology, backups,
+                overlay)
 
 
 def peer(site: str) -> str:
@@ -195,7 +205,8 @@ def playbook(plan: Plan, name: str, timeout: float = 900) -> None:
     bin_dir = Path(sys.executable).parent
     log_path = plan.root / f"{Path(name).stem}.log"
     with open(log_path, "w") as log:
-        argv = [str(bin_dir / "ansible-playbook"), "-i", str(plan.inventory), str(REPO / "playbooks" / name)]
+        argv = [str(bin_dir / "ansible-playbook"), "-i", str(plan.inventory),
+                *(["-i", str(plan.overlay)] if plan.overlay else []), str(REPO / "playbooks" / name)]
         rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=plan_env(plan), cwd=REPO,
                             timeout=timeout).returncode
     if rc != 0:
@@ -280,9 +291,17 @@ def describe(plan: Plan, state: dict[str, Any], wan_info: dict[str, Any], timeou
         url = f"http://127.0.0.1:{ports.http}/console/jolokia"
         bname = f'org.apache.activemq.artemis:broker="{backup}"'
         client = _client(url)
-        # a backup answers Jolokia with Started=true, Backup=true; ReplicaSync once it copied the primary's journal
-        _wait(f"{backup} (backup of {site}) in sync", lambda c=client, b=bname: c.read(b, "ReplicaSync") is True,
-              timeout)
+        if plan.topology in SHARED_STORE_TOPOLOGIES:
+            # a shared-store backup copies nothing: it stands by (Started=true, Backup=true) with the primary's NodeID,
+            # which it read from the shared store's server.lock (another NodeID = a store of its own)
+            primary = _client(sites[site]["jolokia_url"]).read(f'org.apache.activemq.artemis:broker="{site}"', "NodeID")
+            _wait(f"{backup} (backup of {site}) standing by on {site}'s store",
+                  lambda c=client, b=bname, n=primary: c.read(b, "Backup") is True and c.read(b, "NodeID") == n,
+                  timeout)
+        else:
+            # a backup answers Jolokia with Started=true, Backup=true; ReplicaSync once it copied the primary's journal
+            _wait(f"{backup} (backup of {site}) in sync", lambda c=client, b=bname: c.read(b, "ReplicaSync") is True,
+                  timeout)
         backups[backup] = {
             "site": site, "broker_name": backup, "jolokia_url": url, "jolokia_origin": f"http://127.0.0.1:{ports.http}",
             "amqp_url": f"amqp://127.0.0.1:{ports.client}",

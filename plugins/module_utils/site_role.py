@@ -73,6 +73,13 @@ def took_over(ha):
     return "Backup" in str((ha or {}).get("policy") or "")
 
 
+def on_shared_store(ha):
+    """A broker of a shared-store pair (Artemis HAPolicy ``Shared Store Primary|Backup``): its backup holds no copy of
+    the journal to synchronise (Artemis reads ``ReplicaSync`` false on it); it loads the pair's one store when it
+    takes over."""
+    return "Shared Store" in str((ha or {}).get("policy") or "")
+
+
 def pair_state(brokers):
     """Which broker serves a site with several brokers (an HA pair, docs/ha.md), and whether the site needs a
     site switch.
@@ -81,7 +88,8 @@ def pair_state(brokers):
     "live": bool, "role": ..., "ha": {...}}`` (the site_role module's result, or :func:`broker_facts`). The live
     broker is the first one that is live, else the first one listed (the runbooks describe the site by the same
     broker). ``serving``: that broker is live; ``takeover``: it is a backup that took over (the site did not fail);
-    ``standby``: the others standing by (``in_sync``: their ReplicaSync, None when unknown); ``down``: the others
+    ``standby``: the others standing by (``in_sync``: the ReplicaSync of those that replicate, None when unknown;
+    ``shared_store``: those on the pair's shared store, which have nothing to synchronise); ``down``: the others
     that did not answer; ``switch_needed``: no broker of the site serves.
     """
     brokers = [b or {} for b in (brokers or [])]
@@ -97,7 +105,9 @@ def pair_state(brokers):
         "serving": serving,
         "takeover": serving and took_over(live.get("ha")),
         "standby": [b.get("broker") for b in standby],
-        "in_sync": {b.get("broker"): (b.get("ha") or {}).get("replica_sync") for b in standby},
+        "in_sync": {b.get("broker"): (b.get("ha") or {}).get("replica_sync") for b in standby
+                    if not on_shared_store(b.get("ha"))},
+        "shared_store": [b.get("broker") for b in standby if on_shared_store(b.get("ha"))],
         "down": [b.get("broker") for b in others if b.get("reachable") is not True],
         "switch_needed": not serving,
     }

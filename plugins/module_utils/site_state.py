@@ -39,7 +39,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils import lag
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
 from ansible_collections.continuity.artemis.plugins.module_utils import versions
 
-#: Broker attributes present in every supported release (2.30+): safe in one list read.
+#: Broker attributes present in every release since 2.30 (older than the supported 2.37): safe in one list read.
 BROKER_ATTRS = ("Name", "Version", "NodeID", "Active", "Started", "Backup", "HAPolicy", "ReplicaSync", "Uptime",
                 "UptimeMillis", "ConnectionCount", "TotalMessageCount", "TotalConsumerCount", "AddressNames",
                 "QueueNames")
@@ -672,7 +672,7 @@ def assess_mirrors(current: dict, previous: Optional[dict] = None, peer: Optiona
             a, source="module", site=current.get("site") or current.get("broker"),
             reachable=current.get("reachable", True), connection=name,
             peer=(peer.get("site") or peer.get("broker")) if peer is not None else None,
-            passive_consumers=passive)
+            passive_consumers=passive, plugin_estimates=entry["plugin_estimates"])
         out.append(entry)
     return {"connections": out, "comparison": comparison.as_dict() if comparison is not None else None,
             "passive_consumers": passive}

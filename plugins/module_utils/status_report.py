@@ -83,6 +83,8 @@ def ha_lines(status):
                     text += " (not in sync: %s)" % ", ".join(b for b, v in sorted(sync.items()) if v is False)
                 elif sync and all(v is True for v in sync.values()):
                     text += " in sync"
+                if ha.get("shared_store"):  # nothing to synchronise: it loads the pair's one store
+                    text += " on the shared store"
             if down:
                 text += ", %s does not answer (no backup now)" % down
         lines.append(text)

@@ -16,7 +16,7 @@ from continuity_agent.service import Agent
 
 BACKUP = "dc1-backup"
 HA_METRICS = {"continuity_site_live_broker", "continuity_site_ha_takeover", "continuity_broker_up",
-              "continuity_broker_ha_backup", "continuity_broker_ha_replica_sync"}
+              "continuity_broker_ha_backup", "continuity_broker_ha_replica_sync", "continuity_broker_ha_shared_store"}
 J = {"username": "admin", "password": "secret"}
 
 
@@ -74,6 +74,28 @@ def test_select_live_reads_the_site_from_the_live_broker():
     assert site is primary and state["live_broker"] == "dc1" and not state["switch_needed"]
     assert [(b.broker, b.up, b.live, b.backup, b.replica_sync) for b in state["brokers"]] == [
         ("dc1", True, True, False, True), ("dc1-backup", True, False, True, True)]
+
+
+SHARED_PRIMARY = {"ha_policy": "Shared Store Primary", "replica_sync": False}
+SHARED_STANDING_BY = {"backup": True, "active": False, "ha_policy": "Shared Store Backup", "replica_sync": False}
+
+
+def test_select_live_keeps_no_replica_sync_for_a_backup_on_a_shared_store():
+    """pair_state lists a shared-store backup under shared_store (Artemis reads ReplicaSync false on it: nothing to
+    synchronise): the agent takes that judgement and keeps no ReplicaSync for it; a replicated backup keeps its own."""
+    primary, backup = snap("dc1", **SHARED_PRIMARY), snap(BACKUP, **SHARED_STANDING_BY)
+    _site, state = model.select_live("dc1", [("dc1", primary), (BACKUP, backup)])
+    assert state["shared_store"] == [BACKUP] and state["in_sync"] == {}
+    assert [(b.broker, b.backup, b.replica_sync, b.shared_store) for b in state["brokers"]] == [
+        ("dc1", False, False, False), (BACKUP, True, None, True)]
+    _site, state = model.select_live("dc1", [("dc1", snap("dc1")),
+                                             (BACKUP, snap(BACKUP, **STANDING_BY, replica_sync=False))])
+    assert [(b.broker, b.replica_sync, b.shared_store) for b in state["brokers"]] == [
+        ("dc1", True, False), (BACKUP, False, False)]
+    # a broker that does not answer: unknown, not "not shared"
+    down = {"broker": BACKUP, "reachable": False, "ts": 101.0, "error": "Connection refused"}
+    _site, state = model.select_live("dc1", [("dc1", primary), (BACKUP, down)])
+    assert state["brokers"][1].shared_store is None and state["brokers"][1].replica_sync is None
 
 
 def test_select_live_after_the_primary_died_is_the_backup_and_no_switch_is_needed():
@@ -154,6 +176,29 @@ def test_a_pair_in_order_exports_the_live_primary_and_the_backup_in_sync(pair):
     health = pair.agent.health()[1]["sites"]
     assert health["dc1"] == {"reachable": True, "role": "active", "live_broker": "dc1", "switch_needed": False}
     assert health["dc2"] == {"reachable": True, "role": "passive"}
+
+
+def test_a_shared_store_backup_standing_by_exports_no_replica_sync_and_says_its_store_is_shared(pair):
+    """Artemis reads ReplicaSync false on a shared-store backup; exported as 0 it would read 'not in sync' (and fire
+    ContinuityHaBackupNotInSync). The agent follows site_role.pair_state: no replica_sync series for it,
+    continuity_broker_ha_shared_store 1 instead."""
+    pair.t.dc1.broker_attrs.update(HAPolicy="Shared Store Primary", ReplicaSync=False)
+    pair.backup.broker_attrs.update(HAPolicy="Shared Store Backup", ReplicaSync=False)
+    pair.agent.sample_once()
+    m = scrape(pair.agent)
+    assert val(m, "continuity_broker_ha_backup", site="dc1", broker=BACKUP) == 1
+    assert val(m, "continuity_broker_ha_replica_sync", site="dc1", broker=BACKUP) is None
+    assert not [k for k in m if k[0] == "continuity_broker_ha_replica_sync" and ("broker", BACKUP) in k[1]]
+    assert val(m, "continuity_broker_ha_shared_store", site="dc1", broker=BACKUP) == 1
+    assert val(m, "continuity_broker_ha_shared_store", site="dc1", broker="dc1") == 0
+    assert val(m, "continuity_site_live_broker", site="dc1", broker="dc1") == 1
+    assert val(m, "continuity_site_switch_needed", site="dc1") == 0
+    # the same pair replicated: the backup's ReplicaSync false is exported as 0 (it is behind), shared_store 0
+    pair.backup.broker_attrs.update(HAPolicy="Replication Backup w/quorum voting")
+    pair.agent.sample_once()
+    m = scrape(pair.agent)
+    assert val(m, "continuity_broker_ha_replica_sync", site="dc1", broker=BACKUP) == 0
+    assert val(m, "continuity_broker_ha_shared_store", site="dc1", broker=BACKUP) == 0
 
 
 def test_the_primary_killed_the_backup_serves_and_no_site_switch_is_needed(pair):

@@ -397,3 +397,45 @@ def test_plugin_values_are_exported_per_site_and_direction(make_agent, two_sites
     assert val(s, "continuity_mirror_plugin_rpo_seconds_estimate", **D21) == 0.0
     d12 = next(d for d in cycle.directions if d.connection == "DC2")
     assert d12.plugin_estimates["rpo_basis"] == "newest_mirrored_event"
+
+
+def test_lag_samples_carry_the_plugin_estimates_and_null_without_the_plugin(make_agent, two_sites, tmp_path):
+    """Issue 17: the evidence lag_sample of a direction holds the plugin's duplicates-at-risk estimate and the p99
+    replication latency the peer measured (the same numbers as the metrics), so the pipeline can compare them
+    with the duplicates a switch caused; null without the plugin, and null in a stale (unreachable) sample."""
+    agent = make_agent()
+    plugins = {"dc1": _captured_plugin("read-2.44-dc1-active-under-traffic.json"),
+               "dc2": _captured_plugin("read-2.44-dc2-passive-mirror-target.json")}
+    collect = agent._collect
+    enabled = {"on": False}
+
+    def with_plugin(name):
+        snap = collect(name)
+        if enabled["on"]:
+            snap["continuity_plugin"] = plugins[name]
+        return snap
+
+    agent._collect = with_plugin
+    agent.sample_once()  # no plugin yet
+    enabled["on"] = True
+    two_sites.clock.advance(1)
+    cut_mirror(two_sites, added=30)
+    agent.sample_once()
+    s = scrape(agent)
+    two_sites.dc1.fail_connections = 10 ** 6  # dc1 unreachable: its direction is the stale last known one
+    two_sites.clock.advance(1)
+    agent.sample_once()
+    agent.outputs.evidence.writer.flush()
+    files = sorted((tmp_path / "evidence" / "agent-test").glob("lag-agent-*.jsonl"))
+    recs = [r for p in files for r in evidence.read_records(str(p)) if r["site"] == "dc1"]
+    assert len(recs) == 3, recs
+    without, with_plugin_rec, stale = recs
+    assert without["duplicates_at_risk_est"] is None and without["replication_latency_p99_seconds"] is None
+    assert with_plugin_rec["duplicates_at_risk_est"] == pytest.approx(
+        val(s, "continuity_mirror_duplicates_at_risk_estimate", **D12))
+    assert with_plugin_rec["duplicates_at_risk_est"] == pytest.approx(40 + 34.637457888232404 * 0.112)
+    assert with_plugin_rec["replication_latency_p99_seconds"] == 2.883583  # measured on dc2, the peer
+    assert stale["reachable"] is False
+    assert stale["duplicates_at_risk_est"] is None and stale["replication_latency_p99_seconds"] is None
+    for rec in recs:
+        assert evidence.validate(rec) == [], rec

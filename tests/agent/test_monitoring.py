@@ -22,7 +22,8 @@ MON = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
 PROMETHEUS_SERIES = {"up"}
 PROMQL_WORDS = {"and", "or", "unless", "on", "ignoring", "by", "without", "group_left", "group_right", "bool",
                 "offset", "time", "deriv", "rate", "irate", "increase", "absent", "sum", "max", "min", "avg",
-                "count", "label_values", "humanizeDuration", "inf", "nan"}
+                "count", "label_values", "humanizeDuration", "inf", "nan", "max_over_time", "min_over_time",
+                "avg_over_time", "vector"}
 
 
 def referenced_metrics(expr: str) -> set[str]:
@@ -51,7 +52,11 @@ def rules() -> list[dict]:
 def test_required_alerts_exist():
     names = {r["alert"] for r in rules()}
     for required in ("ContinuityMirrorDisconnected", "ContinuityMirrorLagOverSla", "ContinuityPendingAcksGrowing",
-                     "ContinuityConsumersOnPassiveSite", "ContinuityAgentDown"):
+                     "ContinuityConsumersOnPassiveSite", "ContinuityAgentDown",
+                     # the continuity broker plugin (docs/plugin.md)
+                     "ContinuityPluginMissing", "ContinuityPluginGuardClosedOnActiveSite",
+                     "ContinuityPluginGuardOpenOnPassiveSite", "ContinuityPassiveGuardRefusals",
+                     "ContinuityReplicationLatencyHigh", "ContinuityDuplicatesAtRiskHigh"):
         assert required in names
 
 
@@ -90,6 +95,13 @@ def test_dashboard_queries_use_exported_metrics_only():
                    "continuity_mirror_rpo_messages_estimate", "continuity_mirror_rto_seconds_estimate",
                    "continuity_site_consumers_on_passive", "continuity_mirror_pending_acks"):
         assert needed in used
+    # every metric of the continuity plugin has a panel
+    per_direction = ("continuity_mirror_plugin_rpo_seconds_estimate", "continuity_mirror_plugin_rpo_messages_estimate",
+                     "continuity_mirror_duplicates_at_risk_estimate", "continuity_mirror_unreplicated_acks_estimate")
+    plugin = {m.name for m in metrics.METRICS if m.name.startswith("continuity_plugin_") or m.name in per_direction}
+    assert len(plugin) >= 15 and not plugin - used, plugin - used
+    for panel in dash["panels"]:
+        assert panel["title"] and (panel["type"] != "timeseries" or panel["fieldConfig"]["defaults"].get("unit"))
     for panel in dash["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}"
 

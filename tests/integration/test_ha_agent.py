@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from runbook_support import ADMIN_PASSWORD, ADMIN_USER, CLIENT_ACCEPTOR, Lab
+from runbook_support import ADMIN_PASSWORD, ADMIN_USER, CLIENT_ACCEPTOR, Lab, until
 
 BACKUP = "dc1-backup"
 
@@ -76,15 +76,6 @@ class AgentProcess:
             self.proc.wait(timeout=30)
         finally:
             self.log.close()
-
-
-def until(predicate, timeout: float, interval: float = 0.1) -> float | None:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if predicate():
-            return time.monotonic() - t0
-        time.sleep(interval)
-    return None
 
 
 def test_agent_follows_the_takeover_of_dc1_by_its_backup(lab, tmp_path):

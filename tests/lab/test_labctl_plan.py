@@ -75,3 +75,21 @@ def test_unknown_topology_is_refused_with_the_choices() -> None:
 
     with pytest.raises(SystemExit, match=r"LAB_TOPOLOGY='three'.*two-site, ha"):
         labctl.make_plan({"LAB_ROOT": "/tmp/x", "LAB_TOPOLOGY": "three"})
+
+
+def test_ha_shared_topology_has_the_ha_ports_and_one_store_for_both_brokers_of_dc1() -> None:
+    plan = labctl.make_plan({"LAB_ROOT": "/tmp/x", "LAB_PORT_BASE": "20000", "LAB_TOPOLOGY": "ha-shared"})
+    ha = labctl.make_plan({"LAB_ROOT": "/tmp/x", "LAB_PORT_BASE": "20000", "LAB_TOPOLOGY": "ha"})
+    assert plan.backups == ha.backups and plan.inventory.name == "ha-shared.yml"
+    assert list(plan.brokers()) == ["dc1", "dc2", "dc1-backup"] and "ha-shared" in labctl.SHARED_STORE_TOPOLOGIES
+    inv = yaml.safe_load((REPO / "inventories/lab/ha-shared.yml").read_text())["all"]["children"]["artemis"]
+    dc1 = inv["children"]["dc1"]
+    assert dc1["vars"]["broker_data_dir"].startswith("{{ lab_root }}/")  # one directory for the pair, in the lab root
+    policies = {h: v["broker_ha_policy"] for h, v in dc1["hosts"].items()}
+    assert {h: (p["type"], p["role"]) for h, p in policies.items()} == {
+        "dc1-artemis": ("shared-store", "primary"), "dc1-backup-artemis": ("shared-store", "backup")}
+    assert dc1["hosts"]["dc1-backup-artemis"]["broker_port_offset"] == 2 * labctl.SITE_STEP
+    assert policies["dc1-backup-artemis"]["options"] == {"allow-failback": True, "restart-backup": True}
+    # the rest is the replicated lab's: cluster acceptor, dc2's mirror into the primary then the backup
+    ha_inv = yaml.safe_load((REPO / "inventories/lab/ha.yml").read_text())["all"]["children"]["artemis"]
+    assert inv["vars"] == ha_inv["vars"] and inv["children"]["dc2"] == ha_inv["children"]["dc2"]

@@ -71,6 +71,9 @@ def test_good_broker_input_passes_the_spec():
         ({"broker_continuity_plugin": {"enabled": True, "window_seconds": "a minute"}}, "window_seconds"),
         ({"broker_continuity_plugin": {"enabled": True, "mirror_users": {"mirror": 1}}}, "mirror_users"),
         ({"broker_continuity_plugin": {"enabled": True, "jar": "/x.jar"}}, "jar"),
+        ({"broker_network_check": {"urls": "http://gw/health", "period": "often"}}, "period"),
+        ({"broker_network_check": {"list": ["gw"], "interval": 5000}}, "interval"),
+        ({"broker_network_check": {"list": {"gw": 1}}}, "list"),
     ],
 )
 def test_broker_spec_rejects_and_names_the_variable(params, needle):
@@ -99,6 +102,11 @@ def test_mirror_spec_rejects_and_names_the_variable(params, needle):
 # real playbook runs: the failure happens before any host change
 # --------------------------------------------------------------------------------------------------------
 SCHEMA_244 = schemas.path("2.44.0")
+
+
+# Both hosts of the throw-away inventory as one shared-store pair (the peers named, the cluster credentials given).
+SHARED_STORE = {"broker_ha_policy": {"type": "shared-store", "role": "primary"}, "broker_ha_peers": ["dc1-a", "dc2-a"],
+                "broker_cluster_user": "cluster", "broker_cluster_password": "cluster-secret"}
 
 
 def _inventory(tmp_path: Path, site_vars: dict) -> Path:
@@ -214,6 +222,28 @@ def test_good_inventory_validates_without_touching_the_host(tmp_path):
                                 "ca_path": "/nonexistent/ca.pem"}},
             "broker_web_tls.ca_path: /nonexistent/ca.pem is not a file on the controller",
         ),
+        # issue 18: a shared-store broker must name the pair's one directory (broker_data_dir)
+        ({**SHARED_STORE}, "broker_data_dir on dc1-a: required with broker_ha_policy.type=shared-store: give the "
+                           "absolute path of the pair shared store directory"),
+        ({**SHARED_STORE, "broker_data_dir": "store"},
+         'broker_data_dir on dc1-a: "store" is relative: with broker_ha_policy.type=shared-store it must be an '
+         "absolute path"),
+        ({**SHARED_STORE, "broker_data_dir": "/srv/{{ inventory_hostname }}"},
+         "broker_data_dir on dc1-a: /srv/dc1-a differs from the pair: dc2-a gives /srv/dc2-a; both brokers of a "
+         "shared-store pair must give the same directory"),
+        ({"broker_data_dir": "/"}, 'broker_data_dir on dc1-a: "/" is the root directory'),
+        # issue 18: the network check (split brain) checks something, not loopback, with positive times
+        ({"broker_network_check": {"period": 1000}},
+         "broker_network_check on dc1-a: give list (hosts to ping) or urls (URLs to read)"),
+        ({"broker_network_check": {"list": ["10.0.0.1", "127.0.0.1"]}},
+         "broker_network_check.list on dc1-a: 127.0.0.1 is a loopback address, which Artemis ignores"),
+        ({"broker_network_check": {"urls": ["http://10.0.0.1/health"], "period": 0}},
+         "broker_network_check.period on dc1-a: must be > 0 ms, got 0"),
+        ({"broker_network_check": {"urls": ["http://10.0.0.1/health"], "timeout": -5}},
+         "broker_network_check.timeout on dc1-a: must be > 0 ms, got -5"),
+        ({"broker_network_check": {"urls": ["10.0.0.1/health"]}},
+         'broker_network_check.urls on dc1-a: absolute URLs with a scheme (http://host/path), one per entry: '
+         '["10.0.0.1/health"]'),
     ],
 )
 def test_bad_inventory_fails_before_any_change(tmp_path, site_vars, needle):

@@ -315,3 +315,103 @@ def test_explicit_cluster_connections_win_over_the_derived_pair():
     core = _doc(xml).find("c:core", NS)
     assert [c.get("name") for c in core.findall("c:connectors/c:connector", NS)] == ["self", "peer"]
     assert core.find("c:cluster-connections/c:cluster-connection", NS).get("name") == "site"
+
+
+DATA_ELEMENTS = ("paging-directory", "bindings-directory", "journal-directory", "large-messages-directory")
+
+
+def _data_dirs(xml):
+    core = _doc(xml).find("c:core", NS)
+    return {el: core.find(f"c:{el}", NS).text for el in DATA_ELEMENTS}
+
+
+def test_without_broker_data_dir_the_data_stays_in_the_instance_as_artemis_create_writes_it():
+    """The default renders exactly what every existing instance has (no broker.xml change, no restart)."""
+    _, xml, _ = _render("minimal.yml", "2.44.0")
+    assert _data_dirs(xml) == {"paging-directory": "data/paging", "bindings-directory": "data/bindings",
+                               "journal-directory": "data/journal", "large-messages-directory": "data/large-messages"}
+
+
+@pytest.mark.parametrize("version", ["2.37.0", "2.44.0"])
+def test_a_shared_store_pair_keeps_every_data_directory_in_broker_data_dir(version):
+    """Both brokers of the pair name the same four directories (the store's server.lock sits in the journal's), and
+    the shared-store options of the lab's backup are the schema's own elements (checked against every schema by
+    test_render_validates_where_supported)."""
+    _, xml, _ = _render("ha_shared_store_pair_auto.yml", version)
+    assert _data_dirs(xml) == {"paging-directory": "/srv/artemis/dc1-store/paging",
+                               "bindings-directory": "/srv/artemis/dc1-store/bindings",
+                               "journal-directory": "/srv/artemis/dc1-store/journal",
+                               "large-messages-directory": "/srv/artemis/dc1-store/large-messages"}
+    backup = _doc(xml).find("c:core/c:ha-policy/c:shared-store/c:backup", NS)
+    assert {el.tag.split("}")[1]: el.text for el in backup} == {
+        "allow-failback": "true", "failback-delay": "5000", "failover-on-shutdown": "false", "restart-backup": "true"}
+    assert broker_xml.schema_errors(xml, str(_schema_dir(version))) == []
+    # the continuity plugin and the site_role module would keep the role next to the journal: one file for the pair
+    from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin
+
+    plugin = render("broker", "broker.xml.j2", {"broker_admin_password": "x", "broker_data_dir": "/srv/s",
+                                                "broker_continuity_plugin": {"enabled": True, "jar_file": "/p.jar"}},
+                    {"broker__version": version})
+    assert continuity_plugin.state_file_of(plugin, "/i") == "/srv/s/continuity-site-role"
+
+
+def test_broker_data_dir_on_the_host_is_absolute_or_under_the_instance():
+    ctx = context("broker", {"broker_admin_password": "x", "broker_instance_dir": "/var/lib/artemis/b"})
+    assert ctx["broker__data_dir"] == "/var/lib/artemis/b/data"
+    ctx = context("broker", {"broker_admin_password": "x", "broker_instance_dir": "/var/lib/artemis/b",
+                             "broker_data_dir": "/srv/store//"})
+    assert ctx["broker__data_dir"] == "/srv/store"
+    ctx = context("broker", {"broker_admin_password": "x", "broker_instance_dir": "/var/lib/artemis/b",
+                             "broker_data_dir": "store"})
+    assert ctx["broker__data_dir"] == "/var/lib/artemis/b/store"
+
+
+NETWORK_CHECK = {"network-check-list": "10.0.0.1,fd00::1",
+                 "network-check-URL-list": "http://10.0.0.1/health,https://gw.example.net/ping",
+                 "network-check-period": "5000", "network-check-timeout": "800", "network-check-NIC": "eth0",
+                 "network-check-ping-command": "ping -c 1 -W %d %s", "network-check-ping6-command": "ping -6 -c 1 %2$s"}
+
+
+def _network_check(xml):
+    core = _doc(xml).find("c:core", NS)
+    return {el.tag.split("}")[1]: el.text for el in core if el.tag.split("}")[1].startswith("network-check-")}
+
+
+def test_network_check_renders_every_option_as_the_core_element_artemis_reads():
+    """Each broker_network_check key lands in its own <core> element (the schemas of the matrix validate the case
+    in test_render_validates_where_supported); lists are comma-joined as Artemis splits them."""
+    _, xml, _ = _render("network_check.yml", "2.44.0")
+    assert _network_check(xml) == NETWORK_CHECK
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES) - {"network_check.yml"}))
+def test_without_broker_network_check_nothing_is_rendered_and_broker_xml_is_unchanged(case):
+    """Unset (the default), empty, or all keys null: no network-check element and the same bytes, so an existing
+    broker.xml does not change (no restart)."""
+    spec = load_vars(case)
+    assert "broker_network_check" not in spec["vars"]
+    facts = {"broker__version": "2.44.0"}
+    default = render("broker", "broker.xml.j2", spec["vars"], facts)
+    assert "network-check" not in default
+    for empty in ({}, None, {"list": None, "urls": [], "period": None, "nic": ""}):
+        assert render("broker", "broker.xml.j2", {**spec["vars"], "broker_network_check": empty}, facts) == default
+
+
+def test_network_check_with_urls_only_renders_only_what_is_set():
+    xml = render("broker", "broker.xml.j2", {"broker_admin_password": "x",
+                                             "broker_network_check": {"urls": ["http://127.0.0.1:8080/gw"],
+                                                                      "period": "1000"}},
+                 {"broker__version": "2.30.0"})
+    assert _network_check(xml) == {"network-check-URL-list": "http://127.0.0.1:8080/gw", "network-check-period": "1000"}
+    assert broker_xml.schema_errors(xml, str(_schema_dir("2.30.0"))) == []
+
+
+def test_adding_the_network_check_restarts_the_broker():
+    """Artemis reads the network check at the start only (ActiveMQServerImpl.reloadNetworkHealthCheck from start()),
+    so the role must restart, not reload, when it appears or changes."""
+    base = {"broker_admin_password": "x"}
+    facts = {"broker__version": "2.44.0"}
+    before = render("broker", "broker.xml.j2", base, facts)
+    after = render("broker", "broker.xml.j2", {**base, "broker_network_check": {"list": ["10.0.0.1"]}}, facts)
+    assert broker_xml.restart_reasons(before, after, "2.44.0") == [
+        "<network-check-list> changed (not applied by a configuration reload)"]

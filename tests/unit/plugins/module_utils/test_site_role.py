@@ -106,7 +106,7 @@ def _pair(*snaps):
 def test_a_pair_in_order_is_served_by_its_primary_and_the_backup_stands_by_in_sync():
     assert _pair(PRIMARY_LIVE, BACKUP_STANDING_BY) == {
         "live_broker": "dc1", "serving": True, "takeover": False, "standby": ["dc1-backup"],
-        "in_sync": {"dc1-backup": True}, "down": [], "switch_needed": False}
+        "in_sync": {"dc1-backup": True}, "shared_store": [], "down": [], "switch_needed": False}
 
 
 def test_a_backup_that_took_over_serves_the_site_and_no_switch_is_needed():
@@ -118,7 +118,7 @@ def test_a_backup_that_took_over_serves_the_site_and_no_switch_is_needed():
 def test_a_pair_where_nothing_serves_needs_a_site_switch():
     # both down: described by the first broker listed (as the runbooks do), not serving
     assert _pair(DOWN, DOWN) == {"live_broker": "dc1", "serving": False, "takeover": False, "standby": [],
-                                 "in_sync": {}, "down": ["dc1-backup"], "switch_needed": True}
+                                 "in_sync": {}, "shared_store": [], "down": ["dc1-backup"], "switch_needed": True}
     # the primary dead and its backup still standing by (not yet voted live): nothing serves either
     state = _pair(DOWN, BACKUP_STANDING_BY)
     assert state["serving"] is False and state["switch_needed"] is True
@@ -128,6 +128,35 @@ def test_a_pair_where_nothing_serves_needs_a_site_switch():
 def test_a_backup_not_yet_in_sync_is_reported_and_unknown_sync_stays_unknown():
     assert _pair(PRIMARY_LIVE, dict(BACKUP_STANDING_BY, replica_sync=False))["in_sync"] == {"dc1-backup": False}
     assert _pair(PRIMARY_LIVE, dict(BACKUP_STANDING_BY, replica_sync=None))["in_sync"] == {"dc1-backup": None}
+
+
+# A shared-store pair (Artemis 2.44 on the lab, LAB_TOPOLOGY=ha-shared): the standing-by backup reads ReplicaSync false
+# (it copies nothing: it loads the pair's one store when it takes over); its HAPolicy is the configured policy's name,
+# so the backup that took over still reads "Shared Store Backup".
+SHARED_PRIMARY_LIVE = {"reachable": True, "backup": False, "active": True, "ha_policy": "Shared Store Primary",
+                       "replica_sync": False}
+SHARED_BACKUP_STANDING_BY = {"reachable": True, "backup": True, "active": False, "ha_policy": "Shared Store Backup",
+                             "replica_sync": False}
+SHARED_BACKUP_LIVE = {"reachable": True, "backup": False, "active": True, "ha_policy": "Shared Store Backup",
+                      "replica_sync": False}
+
+
+def test_a_shared_store_backup_standing_by_is_on_the_shared_store_not_out_of_sync():
+    state = _pair(SHARED_PRIMARY_LIVE, SHARED_BACKUP_STANDING_BY)
+    assert state == {"live_broker": "dc1", "serving": True, "takeover": False, "standby": ["dc1-backup"],
+                     "in_sync": {}, "shared_store": ["dc1-backup"], "down": [], "switch_needed": False}
+    # a replicating backup in the same site is still judged by its ReplicaSync
+    mixed = _pair(SHARED_PRIMARY_LIVE, SHARED_BACKUP_STANDING_BY, dict(BACKUP_STANDING_BY, replica_sync=False))
+    assert mixed["in_sync"] == {"dc1-third": False} and mixed["shared_store"] == ["dc1-backup"]
+
+
+def test_a_shared_store_backup_that_took_over_serves_the_site_and_no_switch_is_needed():
+    state = _pair(DOWN, SHARED_BACKUP_LIVE)
+    assert state["live_broker"] == "dc1-backup" and state["serving"] and state["takeover"]
+    assert state["down"] == ["dc1"] and state["shared_store"] == [] and state["switch_needed"] is False
+    # the primary took the store back (allow-failback): not a takeover, the backup stands by again
+    back = _pair(SHARED_PRIMARY_LIVE, SHARED_BACKUP_STANDING_BY)
+    assert back["takeover"] is False and back["live_broker"] == "dc1"
 
 
 def test_a_primary_that_came_back_live_is_not_a_takeover_and_an_empty_site_has_no_pair():

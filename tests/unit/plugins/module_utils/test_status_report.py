@@ -139,6 +139,20 @@ def test_the_backup_standing_by_is_said_in_sync_or_not_only_when_known():
     assert line({"dc1-backup": None}) == "dc1: dc1 serves, dc1-backup stands by"
 
 
+def test_a_shared_store_backup_standing_by_is_said_on_the_shared_store_never_out_of_sync():
+    """Its ReplicaSync reads false on Artemis (nothing to copy): pair_state leaves it out of in_sync."""
+    from ansible_collections.continuity.artemis.plugins.filter.continuity import ha_pair
+
+    primary = {"role": "active", "reachable": True, "live": True,
+               "ha": {"policy": "Shared Store Primary", "backup": False, "active": True, "replica_sync": False}}
+    standby = {"role": "standby", "reachable": True, "live": False,
+               "ha": {"policy": "Shared Store Backup", "backup": True, "active": False, "replica_sync": False}}
+    ha = {"dc1": ha_pair([{"broker": "dc1", "state": primary}, {"broker": "dc1-backup", "state": standby}])}
+    lines = status_table(dict(HEALTHY, ha=ha), OK_CHECKS)
+    assert "dc1: dc1 serves, dc1-backup stands by on the shared store" in lines, lines
+    assert not any("not in sync" in x for x in lines)
+
+
 def test_the_ha_pair_filter_reads_site_role_results_like_status_yml_did():
     from ansible_collections.continuity.artemis.plugins.filter.continuity import ha_pair
 
