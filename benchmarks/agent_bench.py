@@ -28,16 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import generate_latest
+
+from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+from continuity_agent.config import parse
+from continuity_agent.service import Agent
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "lab"))
-sys.path.insert(0, str(ROOT / "agent"))
-
-from prometheus_client import generate_latest  # noqa: E402
-
-from ansible_collections.continuity.artemis.plugins.module_utils import jolokia  # noqa: E402
-from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on  # noqa: E402
-from continuity_agent.config import parse  # noqa: E402
-from continuity_agent.service import Agent  # noqa: E402
 
 
 def rss_mib() -> float:

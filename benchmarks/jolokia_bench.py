@@ -25,12 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "lab"))
+from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
+from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+from ansible_collections.continuity.artemis.plugins.module_utils.site_state import SiteCollector
 
-from ansible_collections.continuity.artemis.plugins.module_utils import jolokia  # noqa: E402
-from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on  # noqa: E402
-from ansible_collections.continuity.artemis.plugins.module_utils.site_state import SiteCollector  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def site_conn(site: dict[str, Any]) -> dict[str, Any]:

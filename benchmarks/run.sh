@@ -15,9 +15,10 @@ declare -A cmd=(
   [agent]="benchmarks/agent_bench.py --mode replay --queues 1000"
   [traffic]="benchmarks/traffic_max_rate.py --seconds 20"
   [pipeline]="benchmarks/pipeline_bench.py --events 10000000"
+  [plugin_overhead]="benchmarks/plugin_overhead.py --reps 4 --max-load 1.0 --profile"
   [pipeline_100m]="benchmarks/pipeline_bench.py --events 100000000 --engines spark,spark-core,duckdb,duckdb-fixed"
 )
-order=(wan_mirror jolokia runbooks agent traffic pipeline pipeline_100m)
+order=(wan_mirror jolokia runbooks agent traffic plugin_overhead pipeline pipeline_100m)
 IFS=, read -r -a wanted <<< "${BENCH:-$(IFS=,; echo "${order[*]}")}"
 status=0
 for name in "${wanted[@]}"; do

@@ -20,14 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 
 from proton import Message
 from proton.handlers import MessagingHandler

@@ -206,12 +206,21 @@ def test_duplicates_at_risk_before_a_kill_are_the_duplicates_after_the_failover(
     """Issue 17: the agent's duplicates-at-risk estimate for dc1 (the plugin's deliveries in flight plus acks not yet
     replicated), taken just before a kill -9 of dc1 under load with batched acknowledgements, is within one sample
     interval's traffic of the messages the ledgers count as delivered twice after the failover to dc2. Last test of
-    the module: dc1 stays down."""
+    the module: dc1 stays down.
+
+    Then the Spark pipeline runs on that evidence as after a rehearsal (the traffic ledgers, the failover runbook's
+    incident and phases, the agent's lag samples): its summary.json holds, for the failover, the same estimate (the
+    agent's last dc1 sample before the kill), the duplicates it observed across the switch (recounted here from the
+    raw received records) and the judgement within one sample interval's traffic."""
     import json
     import os
     import signal
+    import subprocess
+    import sys
 
     from runbook_support import make_agent, reconcile
+
+    from ansible_collections.continuity.artemis.plugins.module_utils import evidence
 
     interval, rate, rid = 1.0, 200, "dup-at-risk"
     lab.ensure_roles("dc1")
@@ -245,3 +254,45 @@ def test_duplicates_at_risk_before_a_kill_are_the_duplicates_after_the_failover(
     assert summary["lost"] == 0, summary
     assert estimate is not None, doc
     assert abs(duplicated - estimate) <= rate * interval, (estimate, duplicated, summary)
+
+    # --- the pipeline on the same evidence: the comparison per switch in summary.json
+    agent_dir = tmp_path / "agent-state" / "evidence" / rid
+    assert sorted(agent_dir.glob("lag-agent-*.jsonl")), "the agent wrote no lag samples"
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "continuity_pipeline", "run", "--evidence", str(tmp_path / rid),
+                           str(agent_dir), "--out", str(out), "--master", "local[2]"],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]  # 2/3: bad input, pipeline error
+    result = json.loads((out / "summary.json").read_text())
+    switches = result["switches"]
+    assert [(s["kind"], s["old_site"], s["new_site"]) for s in switches] == [("failover", "dc1", "dc2")], switches
+    fo = switches[0]
+    assert fo["start_ts"] == pytest.approx(t_kill, abs=1e-3)
+    # the agent's last dc1 sample before the kill is the one last-known.json was written from
+    assert fo["sample_ts"] == pytest.approx(doc["sample_ts"], abs=1e-3), (fo["sample_ts"], doc["sample_ts"])
+    assert fo["duplicates_at_risk_estimated"] == pytest.approx(estimate), fo
+    # recount from the raw received records: first received on dc1 before the switch, again after it
+    deliveries: dict = {}
+    for path in sorted((tmp_path / rid).glob("received-dr-*.jsonl")):
+        for rec in evidence.read_records(str(path)):
+            if rec.get("kind") == "received":
+                deliveries.setdefault(rec["msg_id"], []).append(rec)
+    across = 0
+    for recs in deliveries.values():
+        recs.sort(key=lambda r: r["recv_ts"])
+        across += (len(recs) > 1 and recs[0]["site"] == "dc1" and recs[0]["recv_ts"] < fo["start_ts"]
+                   and recs[-1]["recv_ts"] >= fo["start_ts"])
+    assert fo["duplicates_observed"] == across, (fo, across)
+    # one sample interval's traffic: the agent's sampling interval (plus its read time) x dc1's delivery rate
+    assert interval <= fo["sample_interval_seconds"] <= 3 * interval, fo
+    assert 0.5 * rate <= fo["client_receive_rate"] <= 1.5 * rate, fo
+    assert fo["duplicates_tolerance_messages"] == pytest.approx(
+        fo["sample_interval_seconds"] * fo["client_receive_rate"], rel=1e-6)
+    assert fo["duplicates_error"] == pytest.approx(estimate - across, abs=1e-3)
+    assert fo["duplicates_within_tolerance"] is True, fo["duplicates_judgement"]
+    assert abs(estimate - across) <= fo["duplicates_tolerance_messages"]
+    print(f"pipeline, failover dc1 -> dc2: estimated {fo['duplicates_at_risk_estimated']:.1f}, observed "
+          f"{fo['duplicates_observed']} ({fo['duplicates_observed_distinct']} distinct, "
+          f"{fo['duplicates_observed_redelivery']} redelivered), ack-batching bound "
+          f"{fo['duplicates_at_risk_ack_batching']}: {fo['duplicates_judgement']}")
