@@ -5,7 +5,7 @@ layer=$1; shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$root/build/test-results"
 set +e
-"$root/.venv/bin/python" -m pytest -q -p no:cacheprovider --junitxml="$root/build/test-results/$layer.xml" "$@"
+"$root/.venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 --junitxml="$root/build/test-results/$layer.xml" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "test layer '$layer': no tests were collected from $*" >&2; exit 1; fi

@@ -24,34 +24,33 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from runbook_support import (
-    HTTP_OFFSET,
-    ROOT,
-    SITES,
-    VENV_BIN,
-    Lab,
-    RoleSampler,
-    Traffic,
-    phases,
-    reconcile,
-    secrets_in,
+from fault_support import (
+    SAFETY_CHECKS,
+    STATS,
+    breaches,
+    converge_status,
+    failure_message,
+    kill_broker,
+    reads_true,
+    roles_now,
+    run,
+    said_roles,
+    state,
 )
-from test_faults import CALLBACKS, SAFETY_CHECKS, breaches, kill_broker, kill_tree, reads_true, state
+from runbook_support import HTTP_OFFSET, SITES, Lab, RoleSampler, Traffic, phases, reconcile
 
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname
 
 pytestmark = [pytest.mark.slow]
 
 ADDRESS = "faultsj.orders"
-RESULTS: dict = {"jolokia": [], "kills": [], "runs": 0}
+RESULTS: dict = {"jolokia": [], "kills": []}
 FAST = {"continuity_drain_timeout": 20, "continuity_post_gate_timeout": 20, "continuity_sync_timeout": 30}
 
 
@@ -146,84 +145,10 @@ def load(lab, sampler, tmp_path_factory):
         traffic.stop()
 
 
-# ---------------------------------------------------------------------- one controller run
-def run(lab: Lab, playbook: str, extra: dict, overlay: Path | None = None, kill_at: tuple[str, int] | None = None,
-        fault_at: tuple[str, int, str] | None = None, when=None, then=None, task_log: Path | None = None,
-        timeout: float = 400) -> dict:
-    """ansible-playbook as the operator runs it (plus the fault callback). ``kill_at``: (task, occurrence) at whose
-    start the controller dies; ``fault_at``: (task, occurrence, url) POSTed at that task's start before it runs;
-    ``when``/``then``: ``then()`` once ``when()`` holds (polled every 5 ms)."""
-    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(lab.inventory)]
-    if overlay is not None:
-        argv += ["-i", str(overlay)]
-    argv += [str(ROOT / "playbooks" / playbook), "-e", json.dumps(extra)]
-    env = {**lab.env, "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_CALLBACKS_ENABLED": "kill_at_task"}
-    if kill_at:
-        env.update(KILL_AT_TASK=kill_at[0], KILL_AT_OCCURRENCE=str(kill_at[1]))
-    if fault_at:
-        env.update(FAULT_AT_TASK=fault_at[0], FAULT_AT_OCCURRENCE=str(fault_at[1]), FAULT_POST_URL=fault_at[2])
-    if task_log:
-        env["KILL_TASK_LOG"] = str(task_log)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
-                            start_new_session=True)
-    fired = threading.Event()
-
-    def watch() -> None:
-        while proc.poll() is None:
-            if when():
-                then()
-                fired.set()
-                return
-            time.sleep(0.005)
-
-    if when is not None:
-        threading.Thread(target=watch, daemon=True).start()
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        out, _ = proc.communicate()
-        raise AssertionError(f"{playbook} still running after {timeout} s:\n{out[-3000:]}") from None
-    RESULTS["runs"] += 1
-    assert not secrets_in(out), f"{playbook} printed secrets {secrets_in(out)}"
-    return {"rc": proc.returncode, "out": out, "wall": round(time.monotonic() - t0, 1), "fired": fired.is_set(),
-            "killed": proc.returncode == -signal.SIGKILL}
-
-
-def failure_message(out: str) -> str:
-    """The last failed task's message, on one line (ansible-core 2.19: ``[ERROR]: Task failed: Action failed: ...``)."""
-    said = " ".join(out.split())
-    at = max(said.rfind("[ERROR]: Task failed: "), said.rfind("fatal: ["))
-    if at < 0:
-        return said[-1500:]
-    tail = said[at:]
-    end = min([i for i in (tail.find(" Origin: "), tail.find(" PLAY RECAP")) if i > 0] or [len(tail)])
-    return tail[:end]
-
-
 def phases_of(evidence: Path, out: str) -> list:
     """The phase records of the run whose output is ``out`` (its run id from the evidence path it printed)."""
     found = re.findall(r"((?:swapover|failback)-\d{8}T\d{6}Z)", out)
     return phases(evidence / found[-1]) if found else []
-
-
-def said_roles(message: str) -> dict:
-    """``dc1 active, dc2 passive`` (roles_text) in a runbook's failure message."""
-    return dict(re.findall(r"\b(dc[12]) (active|passive|unreachable|unknown|mixed)\b", message))
-
-
-def converge_status(lab: Lab, evidence: Path, point: str, overlay: Path | None = None) -> None:
-    status = run(lab, "status.yml", {"continuity_evidence_dir": str(evidence)}, overlay=overlay)
-    safety = breaches(status["out"]) & SAFETY_CHECKS
-    assert not safety, f"status after the re-run ({point}) breached {safety}:\n{status['out'][-2500:]}"
-
-
-def roles_now(lab: Lab) -> tuple[str, str]:
-    roles = lab.roles()
-    active = [s for s in SITES if roles[s] == "active"]
-    assert len(active) == 1, roles
-    return active[0], next(s for s in SITES if s != active[0])
 
 
 # ---------------------------------------------------------------------- 1. Jolokia of one site down (swapover)
@@ -491,6 +416,6 @@ def test_failback_with_handover_killed_at_each_task_boundary(lab, sampler, tmp_p
     failback_killed_at_each_task(lab, sampler, tmp_path, handover=True)
     lab.ensure_roles("dc1")
     print(f"\nfault injection, failback and Jolokia: {len(RESULTS['kills'])} failback kills, "
-          f"{len(RESULTS['jolokia'])} Jolokia-down cases, {RESULTS['runs']} runbook runs; sampler {sampler.summary()}")
+          f"{len(RESULTS['jolokia'])} Jolokia-down cases, {STATS['runs']} runbook runs; sampler {sampler.summary()}")
     for row in RESULTS["jolokia"] + RESULTS["kills"]:
         print(f"  {row}")

@@ -1,0 +1,209 @@
+"""What the fault-injection suites share (issue 16): one controller runner that can kill itself at a task or on a
+watched condition, the broker kill/stop/start helpers, and the readings of "converged" (status.yml's safety checks,
+the roles a failure message names).
+
+"The controller dies" is SIGKILL of ansible-playbook and every process under it (its workers call setsid(), so the
+process group is not enough; the collection's modules run in-process in those workers): faults/kill_at_task.py does
+it when a named task starts (that folder holds Ansible callback plugins only, so this module lives beside it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from runbook_support import ROOT, SITES, VENV_BIN, Lab, secrets_in
+
+CALLBACKS = Path(__file__).resolve().parent / "faults"
+
+# status.yml's checks that a dead run may break and a re-run must repair (the SLA ones -- lag, backlog -- depend on
+# the load of the moment, not on the fault).
+SAFETY_CHECKS = {"roles", "reachable", "connected", "restart_safe", "paused_queues", "passive_consumers"}
+
+# every controller run of the session, for the printed totals
+STATS = {"runs": 0}
+
+
+def _load_kill_tree() -> Callable[[int], None]:
+    spec = importlib.util.spec_from_file_location("kill_at_task", CALLBACKS / "kill_at_task.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kill_tree
+
+
+kill_tree = _load_kill_tree()
+
+
+def run(lab: Lab, playbook: str, extra: dict, overlay: Path | None = None, kill_at: tuple[str, int] | None = None,
+        fault_at: tuple[str, int, str] | None = None, when: Callable[[], bool] | None = None,
+        then: Callable[[], object] | None = None, task_log: Path | None = None, timeout: float = 400) -> dict:
+    """ansible-playbook as the operator runs it, in its own session, plus the fault callback.
+
+    ``kill_at``: (task, occurrence) at whose start the controller dies; ``fault_at``: (task, occurrence, url) POSTed
+    at that task's start before it runs; ``when``: a predicate polled every 5 ms, and once it holds ``then()`` runs
+    (default: kill the controller). The output is scanned for secrets."""
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(lab.inventory)]
+    if overlay is not None:
+        argv += ["-i", str(overlay)]
+    argv += [str(ROOT / "playbooks" / playbook), "-e", json.dumps(extra)]
+    env = {**lab.env, "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_CALLBACKS_ENABLED": "kill_at_task"}
+    if kill_at:
+        env.update(KILL_AT_TASK=kill_at[0], KILL_AT_OCCURRENCE=str(kill_at[1]))
+    if fault_at:
+        env.update(FAULT_AT_TASK=fault_at[0], FAULT_AT_OCCURRENCE=str(fault_at[1]), FAULT_POST_URL=fault_at[2])
+    if task_log:
+        env["KILL_TASK_LOG"] = str(task_log)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
+                            start_new_session=True)
+    fired = threading.Event()
+    action = then if then is not None else (lambda: kill_tree(proc.pid))
+
+    def watch() -> None:
+        while proc.poll() is None:
+            if when():
+                action()
+                fired.set()
+                return
+            time.sleep(0.005)
+
+    if when is not None:
+        threading.Thread(target=watch, daemon=True).start()
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        out, _ = proc.communicate()
+        raise AssertionError(f"{playbook} still running after {timeout} s:\n{out[-3000:]}") from None
+    STATS["runs"] += 1
+    assert not secrets_in(out), f"{playbook} printed secrets {secrets_in(out)}"
+    killed = proc.returncode == -signal.SIGKILL or (then is None and fired.is_set())
+    return {"rc": proc.returncode, "out": out, "wall": round(time.monotonic() - t0, 1), "fired": fired.is_set(),
+            "killed": killed}
+
+
+# ---------------------------------------------------------------------- readings
+def breaches(status_out: str) -> set[str]:
+    """The names of the checks status.yml reported breached ("SLA: BREACH name (detail); name (detail)")."""
+    said = " ".join(status_out.split())
+    match = re.search(r"SLA: BREACH (.*?)'", said)
+    return set(re.findall(r"(?:^|\); )(\w+) \(", match.group(1))) if match else set()
+
+
+def reads_true(client, mbean: str, attribute: str) -> Callable[[], bool]:
+    """A predicate for ``when``: the attribute reads true (a read that fails this instant is not true)."""
+    def check() -> bool:
+        try:
+            return client.read(mbean, attribute) is True
+        except Exception:  # not readable this instant: keep watching
+            return False
+    return check
+
+
+def state(lab: Lab) -> tuple[dict, dict]:
+    """The roles the brokers have now, and the roles their broker.xml gives them after a restart."""
+    return lab.roles(), {s: lab.persisted_role(s) for s in SITES}
+
+
+def roles_now(lab: Lab) -> tuple[str, str]:
+    """(active site, passive site); exactly one must be active."""
+    roles = lab.roles()
+    active = [s for s in SITES if roles[s] == "active"]
+    assert len(active) == 1, roles
+    return active[0], next(s for s in SITES if s != active[0])
+
+
+def failure_message(out: str) -> str:
+    """The last failed task's message, on one line (ansible-core 2.19: ``[ERROR]: Task failed: Action failed: ...``)."""
+    said = " ".join(out.split())
+    at = max(said.rfind("[ERROR]: Task failed: "), said.rfind("fatal: ["))
+    if at < 0:
+        return said[-1500:]
+    tail = said[at:]
+    end = min([i for i in (tail.find(" Origin: "), tail.find(" PLAY RECAP")) if i > 0] or [len(tail)])
+    return tail[:end]
+
+
+def said_roles(message: str) -> dict:
+    """``dc1 active, dc2 passive`` (roles_text) in a runbook's failure message."""
+    return dict(re.findall(r"\b(dc[12]) (active|passive|unreachable|unknown|mixed)\b", message))
+
+
+def converge_status(lab: Lab, evidence: Path, point: str, overlay: Path | None = None) -> None:
+    """status.yml after a re-run: no safety check breached."""
+    status = run(lab, "status.yml", {"continuity_evidence_dir": str(evidence)}, overlay=overlay)
+    safety = breaches(status["out"]) & SAFETY_CHECKS
+    assert not safety, f"status after the re-run ({point}) breached {safety}:\n{status['out'][-2500:]}"
+
+
+# ---------------------------------------------------------------------- the brokers
+def _wait_gone(pid: int, site: str, how: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{site}'s broker (pid {pid}) still exists {seconds:.0f} s after {how}")
+
+
+def _service(lab: Lab, site: str, action: str) -> None:
+    done = subprocess.run([str(lab.instance(site) / "bin" / "artemis-service"), action], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, f"artemis-service {action} of {site}: {done.stdout}{done.stderr}"
+
+
+def kill_broker(lab: Lab, site: str) -> None:
+    """kill -9 of a site's broker, and wait until the process is gone (its service script refuses to start while the
+    pid in its pid file is alive)."""
+    pid = lab.broker_pid(site)
+    os.kill(pid, signal.SIGKILL)
+    _wait_gone(pid, site, "kill -9", 30)
+
+
+def start_broker(lab: Lab, site: str) -> None:
+    """Start a stopped broker with its service script and wait until it answers."""
+    _service(lab, site, "start")
+    deadline = time.monotonic() + 120
+    while lab.acceptor_started(site) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert lab.acceptor_started(site) is not None, f"{site} did not come back within 120 s"
+    time.sleep(1)  # a 2.43+ broker's first config refresh (a fence written while it was down is already in its file)
+
+
+def restart_broker(lab: Lab, site: str) -> dict:
+    """An operator's restart (artemis-service stop, then start): the broker comes back with what its broker.xml
+    says, whatever it did at runtime before. Returns when it stopped (wall clock), for the ledgers."""
+    pid = lab.broker_pid(site)
+    began = time.time()
+    _service(lab, site, "stop")
+    _wait_gone(pid, site, "artemis-service stop")
+    stopped = time.time()
+    start_broker(lab, site)
+    return {"site": site, "began": began, "stopped": stopped, "answered": time.time()}
+
+
+def restart_duplicates(receipts: list, restarts: list, slack: float = 2.0) -> tuple[list, list]:
+    """Split messages delivered twice (``receipts``: their received records) into those a broker restart explains
+    and the others. A restart explains one when its first delivery was acknowledged on the restarted broker while
+    that broker was stopping (from ``slack`` s before the stop began) and it was delivered again after it answered:
+    an acknowledgement the stopping broker never applied, the at-least-once contract of any broker restart."""
+    by_msg: dict = {}
+    for r in receipts:
+        by_msg.setdefault(r["msg_id"], []).append(r)
+    explained, other = [], []
+    for msg_id, recs in sorted(by_msg.items()):
+        first, *later = sorted(recs, key=lambda r: r["recv_ts"])
+        hit = any(x["site"] == first["site"] and x["began"] - slack <= (first.get("ack_ts") or 0) <= x["stopped"]
+                  and any(r["recv_ts"] >= x["stopped"] for r in later) for x in restarts)
+        (explained if hit else other).append(msg_id)
+    return explained, other
