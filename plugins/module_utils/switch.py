@@ -306,6 +306,17 @@ def deactivate(site: Site, started_now: Dict[str, Optional[bool]], check_mode: b
             "changed": bool(to_stop) or sealed["changed"]}
 
 
+def lift_persisted_fence(site: Site, snapshot: dict) -> Optional[dict]:
+    """An active site whose broker.xml still fences its client acceptors comes back passive after a restart.
+    Before 2.43 the activation opens the acceptors with start() and lifts the file after it, so a run killed in
+    between leaves exactly that; a file change does not touch the running acceptors there, so the re-run lifts
+    it. From 2.43 the file is lifted before the reload that opens them (and a running broker applies its file
+    itself), so nothing is written there."""
+    if not site.broker_xml or site_role.activation_method(version_tuple(snapshot)) != "start":
+        return None
+    return persist_fence(site.broker_xml, site.client_acceptors, True)
+
+
 def activate(site: Site, started_now: Dict[str, Optional[bool]], version: Optional[tuple],
              wait_timeout: float = 30.0, wait_sleep: float = 0.05, check_mode: bool = False,
              clock: Callable[[], float] = time.monotonic, sleeper: Callable[[float], None] = time.sleep,
@@ -413,16 +424,19 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     if role_old == site_role.PASSIVE and role_new == site_role.ACTIVE:
         # A re-run after an interruption past the activation finishes what the switch leaves behind: the old site
         # sealed (guard, autoStart=false) and no client queue left paused on it (issue 16 items 5 and 6).
-        changed, sealed, resumed_left = False, None, []
+        changed, sealed, resumed_left, lifted = False, None, [], None
         if not check_mode:
             paused_old = left_paused(old, snap_old)
             sealed = seal(old, snap_old)
             release(old, None, list(paused_old.values()))
             resumed_left = sorted(paused_old)
-            changed = sealed["changed"] or bool(resumed_left)
+            lifted = lift_persisted_fence(new, snap_new)
+            changed = sealed["changed"] or bool(resumed_left) or bool(lifted and lifted["changed"])
         phases.append(phase(runbook, "preflight", t0, wall(), "skipped",
                             "already done: %s is active and %s passive" % (new.name, old.name)
                             + ("; sealed %s" % old.name if sealed and sealed["changed"] else "")
+                            + ("; lifted the fence left in %s's broker.xml" % new.name
+                               if lifted and lifted["changed"] else "")
                             + ("; resumed the client queues left paused on %s: %s"
                                % (old.name, ", ".join(resumed_left)) if resumed_left else ""),
                             roles_before, roles_before, data={"resumed_left_paused": resumed_left}))

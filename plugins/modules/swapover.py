@@ -45,7 +45,9 @@ description:
   - 6. One look at both sites after the switch tells whether the mirrors are connected both ways
     (RV(mirrors_connected_after)).
   - Re-running converges - a swapover already done reports no change, unless the old site still needs its seal or
-    has client queues left paused (both are then done); one interrupted after the quiesce resumes at the drain gate.
+    has client queues left paused, or (before Artemis 2.43, where the file is lifted after the acceptors start)
+    O(new_site.broker_xml) still fences the serving site (all are then done); one interrupted after the quiesce
+    resumes at the drain gate.
     At no moment do both sites serve clients.
   - Run the task on the host of O(new_site) when its O(new_site.broker_xml) is set (the file is edited locally).
 author:

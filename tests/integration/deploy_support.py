@@ -19,10 +19,6 @@ ADMIN = ("admin", "lab-admin-secret")  # inventories/lab/group_vars/artemis.yml
 PORT_OFFSETS = {"dc1": 0, "dc2": 100}  # inventories/lab/group_vars/dc*.yml
 
 
-def free_port_base() -> int:
-    from continuity_lab import labctl
-
-    return labctl.free_port_base()
 
 
 class DeployLab:

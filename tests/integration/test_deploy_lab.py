@@ -12,7 +12,8 @@ import random
 import time
 
 import pytest
-from deploy_support import ADMIN, PORT_OFFSETS, DeployLab, free_port_base
+from deploy_support import ADMIN, PORT_OFFSETS, DeployLab
+from runbook_support import free_port_base
 
 pytestmark = [pytest.mark.slow]
 

@@ -18,7 +18,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from deploy_support import PORT_OFFSETS, ROOT, VERSION, DeployLab, free_port_base
+from deploy_support import PORT_OFFSETS, ROOT, VERSION, DeployLab
+from runbook_support import free_port_base
 
 STOREPASS = 'se"c<r&t-web'  # needs XML escaping in bootstrap.xml (artemis create writes it raw)
 

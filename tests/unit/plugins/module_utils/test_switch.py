@@ -463,6 +463,22 @@ def test_a_rerun_after_the_activation_seals_the_old_site_and_resumes_its_queues(
     assert again["changed"] is False
 
 
+@pytest.mark.parametrize("version, lifted", [("2.37.0", True), ("2.44.0", False)])
+def test_a_rerun_lifts_a_fence_left_in_the_new_sites_file_before_2_43(world, version, lifted):
+    """Before 2.43 the activation start()s the acceptors and lifts the file after: a controller killed between
+    leaves dc2 serving with a fenced broker.xml (passive after a restart). The re-run lifts it; from 2.43 the file
+    is lifted before the reload that opens the acceptors, so the re-run writes nothing there."""
+    world.version = version
+    world.acceptors["dc1"]["artemis"], world.acceptors["dc2"]["artemis"] = False, True
+    world.files["dc1"].write_text(XML.format(";autoStart=false"))  # dc2's file keeps its fence (the fixture's)
+    res = run(world)
+    assert res["phases"][0]["decision"] == "skipped"
+    assert ("autoStart=false" not in world.files["dc2"].read_text()) is lifted
+    assert res["changed"] is lifted and ("lifted the fence" in res["phases"][0]["reason"]) is lifted
+    assert world.acceptors["dc2"]["artemis"] is True and world.reloads == 0
+    assert run(world)["changed"] is False
+
+
 def test_a_mirror_down_right_after_the_switch_is_reported_for_the_runbook_to_wait_on(world):
     original = world.snapshot
 
