@@ -102,10 +102,14 @@ def block_ports(base: int) -> list[int]:
     return ports + [base + WAN_LISTEN + i for i in range(slots)] + [base + WAN_CONTROL + i for i in range(slots)]
 
 
-def free_port_base(lo: int = 21000, hi: int = 31500, tries: int = 60) -> int:
+FREE_BLOCKS = (21000, 31500)  # where free_port_base looks for a lab port block
+BLOCK_SIZE = 1000
+
+
+def free_port_base(lo: int = FREE_BLOCKS[0], hi: int = FREE_BLOCKS[1], tries: int = 60) -> int:
     """A base in [lo, hi) whose lab ports are all free now; below the kernel's ephemeral range (32768+) so client
     sockets of concurrent runs never take them. Random order: two test processes rarely pick the same block."""
-    bases = list(range(lo, hi, 1000))
+    bases = list(range(lo, hi, BLOCK_SIZE))
     random.shuffle(bases)
     for base in bases[:tries]:
         if all(_port_free(p) for p in block_ports(base)):

@@ -19,8 +19,6 @@ ADMIN = ("admin", "lab-admin-secret")  # inventories/lab/group_vars/artemis.yml
 PORT_OFFSETS = {"dc1": 0, "dc2": 100}  # inventories/lab/group_vars/dc*.yml
 
 
-
-
 class DeployLab:
     scheme = "http"
 

@@ -115,9 +115,6 @@ def fresh_controller_env(env: dict, bin_dir: Path) -> dict:
     return out
 
 
-PORT_BLOCKS = (21000, 31000)  # the range labctl.free_port_base draws 1,000-port blocks from
-
-
 def free_port_base() -> int:
     """A free lab port block (the lab's own rule: lab/continuity_lab/labctl.py). Under pytest-xdist each worker
     draws from its own share of the range: a block is only seen taken once its lab's brokers bind, a minute after
@@ -128,10 +125,11 @@ def free_port_base() -> int:
     if not worker:
         return labctl.free_port_base()
     index, workers = int(worker.removeprefix("gw")), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    share = (PORT_BLOCKS[1] - PORT_BLOCKS[0]) // 1000 // workers * 1000
-    if share < 1000:
+    lo_all, hi_all = labctl.FREE_BLOCKS
+    share = (hi_all - lo_all) // labctl.BLOCK_SIZE // workers * labctl.BLOCK_SIZE
+    if share < labctl.BLOCK_SIZE:
         raise AssertionError(f"{workers} pytest workers leave no lab port block for each")
-    lo = PORT_BLOCKS[0] + index * share
+    lo = lo_all + index * share
     return labctl.free_port_base(lo, lo + share)
 
 
