@@ -16,7 +16,6 @@ CASES = sorted(p.name for p in VARS_DIR.glob("*.yml"))
 NS = {"c": "urn:activemq:core"}
 
 
-
 def _supported(features, version):
     return all(broker_xml.supports(version, f) for f in features)
 

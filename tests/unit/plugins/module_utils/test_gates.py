@@ -146,7 +146,6 @@ def test_wait_until_times_out_with_last_failure():
     assert "dc1/DC2 is not connected" in res["reason"]
 
 
-
 def test_wait_until_stops_early_when_told_waiting_cannot_help():
     clock = FakeClock()
     ev = lambda sample, prev: {"ok": False, "failed": ["queues_equal"],  # noqa: E731
