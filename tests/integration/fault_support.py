@@ -28,6 +28,9 @@ CALLBACKS = Path(__file__).resolve().parent / "faults"
 # the load of the moment, not on the fault).
 SAFETY_CHECKS = {"roles", "reachable", "connected", "restart_safe", "paused_queues", "passive_consumers"}
 
+# short gate timeouts for the failbacks of the fault suites (a gate that cannot pass fails in seconds, not minutes)
+FAST = {"continuity_drain_timeout": 20, "continuity_post_gate_timeout": 20, "continuity_sync_timeout": 30}
+
 # every controller run of the session, for the printed totals
 STATS = {"runs": 0}
 
@@ -88,6 +91,49 @@ def run(lab: Lab, playbook: str, extra: dict, overlay: Path | None = None, kill_
     killed = proc.returncode == -signal.SIGKILL or (then is None and fired.is_set())
     return {"rc": proc.returncode, "out": out, "wall": round(time.monotonic() - t0, 1), "fired": fired.is_set(),
             "killed": killed}
+
+
+# ---------------------------------------------------------------------- kill points
+# Actions that change nothing outside the controller's memory (facts, checks, includes, reads of the brokers). A
+# controller killed right after one of them leaves the brokers, their broker.xml files and the evidence exactly as a
+# kill one boundary earlier does: the re-run starts from scratch and sees only that outside state. So one kill
+# stands for each run of boundaries with no change between them. Any other action counts as a change, whatever it
+# reported (amqp_probe's canaries, the evidence files, site_role's reads all stay kill points).
+READ_ONLY_ACTIONS = frozenset({
+    "ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.debug", "ansible.builtin.fail",
+    "ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "ansible.builtin.validate_argument_spec",
+    "ansible.builtin.set_stats", "ansible.builtin.meta", "ansible.builtin.stat",
+    "continuity.artemis.broker_info", "continuity.artemis.mirror_info", "continuity.artemis.mirror_wait",
+})
+
+
+def task_boundaries(log: Path) -> list[dict]:
+    """The task starts of a run logged by faults/kill_at_task.py, in order, each with its action and the outcomes of
+    its host results (``statuses``)."""
+    starts: list[dict] = []
+    for rec in map(json.loads, log.read_text().splitlines()):
+        if "action" in rec:
+            starts.append({**rec, "statuses": []})
+        elif starts and (rec["task"], rec["occurrence"]) == (starts[-1]["task"], starts[-1]["occurrence"]):
+            starts[-1]["statuses"].append(rec["status"])
+    return starts
+
+
+def changes_nothing(start: dict) -> bool:
+    """The task could not have changed anything outside the controller: skipped on every host, or a read-only
+    action that failed nowhere."""
+    statuses = start["statuses"]
+    if statuses and all(s == "skipped" for s in statuses):
+        return True
+    return start["action"] in READ_ONLY_ACTIONS and "failed" not in statuses
+
+
+def kill_points(boundaries: list[dict], begin: int = 0) -> tuple[list[dict], int]:
+    """The boundaries from ``begin`` on at which a kill leaves a state no earlier kept boundary leaves: the first,
+    and every one whose previous task may have changed something. Returns them and how many were folded."""
+    kept = [b for i, b in enumerate(boundaries) if i >= begin
+            and (i == begin or not changes_nothing(boundaries[i - 1]))]
+    return kept, len(boundaries) - begin - len(kept)
 
 
 # ---------------------------------------------------------------------- readings
@@ -207,3 +253,16 @@ def restart_duplicates(receipts: list, restarts: list, slack: float = 2.0) -> tu
                   and any(r["recv_ts"] >= x["stopped"] for r in later) for x in restarts)
         (explained if hit else other).append(msg_id)
     return explained, other
+
+
+def lose(lab: Lab, site: str = "dc1", keep_running: bool = False) -> None:
+    """The state a failover leaves: ``site`` fenced in its broker.xml and down, the other site active. With
+    ``keep_running`` the lost broker has come back by itself (its host rebooted), passive."""
+    other = next(s for s in SITES if s != site)
+    if lab.acceptor_started(site) is not None:
+        lab.ensure_roles(other)
+        if not keep_running:
+            kill_broker(lab, site)
+    elif keep_running:
+        raise AssertionError(f"{site} is down, expected it running")
+    assert lab.persisted_role(site) == "passive" and lab.acceptor_started(other) is True

@@ -8,6 +8,7 @@ endpoint, the instance files), the runbooks through ansible-playbook, the traffi
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -18,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,7 @@ class Lab:
                     "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0"}
         self.endpoints: dict = {}
         self._clients: dict = {}
+        self.read_errors: dict = {}  # the last failed read of each site (acceptor_started)
 
     # ------------------------------------------------------------------ life cycle
     def up(self, timeout: float = 900) -> None:
@@ -178,6 +180,17 @@ class Lab:
     def down(self) -> None:
         subprocess.run(["bash", str(ROOT / "lab" / "lab-down.sh")], capture_output=True, text=True, env=self.env,
                        timeout=180, cwd=ROOT)
+
+    @contextlib.contextmanager
+    def running(self, active: str | None = "dc1") -> Iterator[Lab]:
+        """The lab up for a test module (``active`` serving, unless None), down afterwards whatever happened."""
+        try:
+            self.up()
+            if active is not None:
+                self.ensure_roles(active)
+            yield self
+        finally:
+            self.down()
 
     # ------------------------------------------------------------------ endpoints
     def jolokia_url(self, site: str) -> str:
@@ -199,29 +212,39 @@ class Lab:
         return int((self.instance(site) / "data" / "artemis.pid").read_text().strip())
 
     # ------------------------------------------------------------------ Jolokia
-    def client(self, site: str, timeout: float = 5.0):
+    def client(self, site: str, timeout: float = 5.0, retries: int = 0):
         from ansible_collections.continuity.artemis.plugins.module_utils import jolokia
 
-        key = (site, timeout)
+        key = (site, timeout, retries)
         if key not in self._clients:
-            # retries=0: a sampler must see a refused read at once, not after a retry round
+            # retries=0 by default: a sampler must see a refused read at once, not after a retry round
             self._clients[key] = jolokia.JolokiaClient(self.jolokia_url(site), ADMIN_USER, ADMIN_PASSWORD,
-                                                       timeout=timeout, retries=0)
+                                                       timeout=timeout, retries=retries)
         return self._clients[key]
 
     def acceptor_started(self, site: str, acceptor: str = CLIENT_ACCEPTOR, client=None) -> bool | None:
-        """The client acceptor's `Started` (the live role); None when the broker does not answer."""
+        """The client acceptor's `Started` (the live role); None when the broker does not answer (why: in
+        ``read_errors``)."""
         from ansible_collections.continuity.artemis.plugins.module_utils import objectname
 
         try:
             return bool((client or self.client(site)).read(objectname.acceptor(site, acceptor), "Started"))
-        except Exception:  # an unreachable broker is a sample value here, not an error
+        except Exception as exc:  # an unreachable broker is a sample value here, not an error
+            self.read_errors[site] = f"{type(exc).__name__}: {exc}"
             return None
 
     def roles(self) -> dict:
+        """Each site's live role. A site that does not answer is read once more a second later, with the client's
+        own retries, before it counts as unreachable: a test's reference reading must not take one lost read (a
+        reused connection the web server dropped, a pause of the JVM) for a changed site. A stopped broker refuses
+        at once, so this costs it about 1.6 s."""
         out = {}
         for site in SITES:
-            started = self.acceptor_started(site)
+            client = self.client(site, retries=2)
+            started = self.acceptor_started(site, client=client)
+            if started is None:
+                time.sleep(1)
+                started = self.acceptor_started(site, client=client)
             out[site] = "unreachable" if started is None else ("active" if started else "passive")
         return out
 
@@ -235,13 +258,20 @@ class Lab:
         """Put a site in a role directly (test set-up between tests, never the thing under test):
         the continuity plugin's guard first (the lab installs the plugin), then the acceptor's start()/stop() and
         autoStart in broker.xml, as the site_role module does."""
-        from ansible_collections.continuity.artemis.plugins.module_utils import continuity_plugin, objectname, switch
+        from ansible_collections.continuity.artemis.plugins.module_utils import (
+            continuity_plugin,
+            objectname,
+            site_role,
+            switch,
+        )
 
         continuity_plugin.set_role(self.client(site), site, "active" if active else "passive")
         fence = switch.persist_fence(str(self.broker_xml(site)), [CLIENT_ACCEPTOR], active)
-        if fence["changed"]:
+        reload_applies = tuple(int(x) for x in self.version.split(".")[:3]) >= site_role.ACCEPTOR_RELOAD_SINCE
+        if fence["changed"] and reload_applies:
             # Apply the file now: a 2.43+ broker's periodic config refresh would otherwise recreate the changed
-            # acceptor later, and undo a stop() a test makes in between (seen: dc1 re-opened next to dc2).
+            # acceptor later, and undo a stop() a test makes in between (seen: dc1 re-opened next to dc2). An older
+            # broker's reload leaves acceptors alone: start()/stop() below is all it takes there.
             self.client(site).exec(objectname.broker(site), "reloadConfigurationFile()")
             deadline = time.monotonic() + 30
             while bool(self.acceptor_started(site)) != active and time.monotonic() < deadline:

@@ -23,10 +23,8 @@ BACKUP = "dc1-backup"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("ha-agent-lab"), topology="ha")
-    lab.up()
-    yield lab
-    lab.down()
+    with Lab(tmp_path_factory.mktemp("ha-agent-lab"), topology="ha").running(active=None) as lab:
+        yield lab
 
 
 def free_port() -> int:

@@ -48,10 +48,8 @@ BACKUP = HA_BACKUP
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("ha-lab"), topology="ha")
-    lab.up()
-    yield lab
-    lab.down()
+    with Lab(tmp_path_factory.mktemp("ha-lab"), topology="ha").running(active=None) as lab:
+        yield lab
 
 
 def test_the_pair_is_deployed_replicating_and_the_backup_stands_by(lab):

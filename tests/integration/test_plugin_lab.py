@@ -27,12 +27,8 @@ GUARD_ADDRESS = "continuity.plugin.guard"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("plugin-lab"))
-    try:
-        lab.up()
+    with Lab(tmp_path_factory.mktemp("plugin-lab")).running(active=None) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 def plugin_of(lab: Lab, site: str) -> dict:

@@ -37,12 +37,8 @@ SAMPLE_INTERVAL = 0.5  # seconds between the at-risk samples of dc1 (the agent's
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    the_lab = Lab(tmp_path_factory.mktemp("runbook-fo-lab"))
-    try:
-        the_lab.up()
+    with Lab(tmp_path_factory.mktemp("runbook-fo-lab")).running(active=None) as the_lab:
         yield the_lab
-    finally:
-        the_lab.down()
 
 
 def at_risk_of(doc: dict) -> int | None:

@@ -23,12 +23,8 @@ SWAP_PHASES = ["preflight", "quiesce", "drain", "activate", "seal", "mirrors_aft
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    the_lab = Lab(tmp_path_factory.mktemp("runbook-lab"))
-    try:
-        the_lab.up()
+    with Lab(tmp_path_factory.mktemp("runbook-lab")).running(active=None) as the_lab:
         yield the_lab
-    finally:
-        the_lab.down()
 
 
 @pytest.fixture
@@ -119,7 +115,8 @@ def test_bad_input_is_refused_before_anything_changes(clean, tmp_path, extra, wo
     assert run.rc != 0
     for word in words:
         assert word in run.stdout, (word, run.tail())
-    assert lab.roles() == roles and lab.file_digests() == digests
+    assert roles == {"dc1": "active", "dc2": "passive"}, (roles, lab.read_errors)
+    assert lab.roles() == roles and lab.file_digests() == digests, lab.read_errors
     assert not (tmp_path / "bad-input" / "phases.jsonl").exists(), "the swap task ran"
 
 

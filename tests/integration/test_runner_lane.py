@@ -19,12 +19,8 @@ pytestmark = [pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    the_lab = Lab(tmp_path_factory.mktemp("runner-lab"))
-    try:
-        the_lab.up()
+    with Lab(tmp_path_factory.mktemp("runner-lab")).running(active=None) as the_lab:
         yield the_lab
-    finally:
-        the_lab.down()
 
 
 def runner(lab: Lab, tmp_path: Path, playbook: str, extravars: dict[str, str], ident: str) -> tuple[int, dict, str]:

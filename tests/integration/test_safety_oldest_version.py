@@ -37,13 +37,8 @@ VERSION = "2.37.0"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    the_lab = Lab(tmp_path_factory.mktemp("lab-2.37"), version=VERSION)
-    try:
-        the_lab.up()
-        the_lab.ensure_roles("dc1")
+    with Lab(tmp_path_factory.mktemp("lab-2.37"), version=VERSION).running() as the_lab:
         yield the_lab
-    finally:
-        the_lab.down()
 
 
 def test_swapover_there_and_back_under_traffic(lab, tmp_path):

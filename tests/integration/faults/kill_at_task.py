@@ -16,7 +16,9 @@ type: aggregate
 short_description: kill the controller when a task starts (test fault injection)
 description:
   - KILL_AT_TASK names the task; KILL_AT_OCCURRENCE (default 1) which start of it. Every task start is appended as
-    a JSON line to KILL_TASK_LOG when set, so a test can list the task boundaries of a runbook.
+    a JSON line to KILL_TASK_LOG when set (task, occurrence, action), and every task's outcome after it (status,
+    changed on any host), so a test can list the task boundaries of a runbook and tell which tasks changed
+    anything.
   - FAULT_AT_TASK / FAULT_AT_OCCURRENCE / FAULT_POST_URL - at that start of that task, POST {} to the URL (for example
     a WAN link's control endpoint /cut) and wait for its answer before the task runs.
 """
@@ -73,13 +75,23 @@ class CallbackModule(CallbackBase):
         self.fault_occurrence = int(os.environ.get("FAULT_AT_OCCURRENCE") or 1)
         self.fault_url = os.environ.get("FAULT_POST_URL") or None
         self.seen: dict[str, int] = {}
+        self.current: dict | None = None
+
+    def _write(self, record: dict) -> None:
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
+
+    def _outcome(self, result, status: str) -> None:
+        """One line per host result of the current task: its status and whether it reported a change."""
+        if self.current is not None:
+            self._write({**self.current, "status": status, "changed": bool(result._result.get("changed"))})
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         name = task.get_name().strip()
         self.seen[name] = self.seen.get(name, 0) + 1
-        if self.log:
-            with open(self.log, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"task": name, "occurrence": self.seen[name]}) + "\n")
+        self.current = {"task": name, "occurrence": self.seen[name]}
+        self._write({**self.current, "action": task.action})
         if name == self.fault and self.seen[name] == self.fault_occurrence and self.fault_url:
             req = urllib.request.Request(self.fault_url, data=b"{}", method="POST",
                                          headers={"Content-Type": "application/json"})
@@ -89,3 +101,15 @@ class CallbackModule(CallbackBase):
             kill_tree(os.getpid())
 
     v2_playbook_on_handler_task_start = v2_playbook_on_task_start
+
+    def v2_runner_on_ok(self, result):
+        self._outcome(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._outcome(result, "failed")
+
+    def v2_runner_on_skipped(self, result):
+        self._outcome(result, "skipped")
+
+    def v2_runner_on_unreachable(self, result):
+        self._outcome(result, "unreachable")

@@ -1,17 +1,14 @@
-"""Fault injection on the real two-site lab (issue 16), the parts tests/integration/test_faults.py does not cover:
+"""Fault injection on the real two-site lab (issue 16): one site's Jolokia down at each phase of a swapover
+(preflight, quiesce, drain gate, activate, seal, post-gates) and of a failback, under traffic for the swapover. (The
+controller killed at every task boundary, failback included, is tests/integration/test_faults.py.)
 
-1. one site's Jolokia down at each phase of a swapover (preflight, quiesce, drain gate, activate, seal, post-gates)
-   and of a failback, under traffic for the swapover. The broker keeps serving AMQP; only its management endpoint
-   is unreachable: each site's Jolokia is reached through a lab WAN link (continuity_lab.wan, in this process) and
-   the runbooks are pointed at it by an overlay inventory (continuity_jolokia_url, continuity_jolokia_origin: the
-   broker's jolokia-access.xml checks the Origin header against its own web server). The link is cut when the phase
-   starts (a task start, through the kill_at_task callback, or a broker state watched over the real Jolokia every
-   5 ms for the phases inside the one swapover task) and restored after the run. The run must complete or stop with
-   a message naming both sites' roles; then the same command converges and status.yml reports no safety breach.
-2. the controller killed at every task boundary of failback.yml itself (tasks/failback.yml: fence, start, wait,
-   pair roles, mirror connections, stale backlog, sync; then the handover), each followed by the same command: it
-   must converge (the returning site passive and in sync, or active after a handover), status.yml must report no
-   safety breach.
+The broker keeps serving AMQP; only its management endpoint is unreachable: each site's Jolokia is reached through a
+lab WAN link (continuity_lab.wan, in this process) and the runbooks are pointed at it by an overlay inventory
+(continuity_jolokia_url, continuity_jolokia_origin: the broker's jolokia-access.xml checks the Origin header against
+its own web server). The link is cut when the phase starts (a task start, through the kill_at_task callback, or a
+broker state watched over the real Jolokia every 5 ms for the phases inside the one swapover task) and restored
+after the run. The run must complete or stop with a message naming both sites' roles; then the same command
+converges and status.yml reports no safety breach.
 
 A sampler reads both brokers' client acceptors directly (not through the links) every 50 ms all along: never two
 sites serving. The swapover ledgers must show nothing lost. Printed numbers go to benchmarks/README.md.
@@ -31,12 +28,13 @@ from pathlib import Path
 
 import pytest
 from fault_support import (
+    FAST,
     SAFETY_CHECKS,
-    STATS,
     breaches,
     converge_status,
     failure_message,
     kill_broker,
+    lose,
     reads_true,
     roles_now,
     run,
@@ -50,8 +48,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils import objectna
 pytestmark = [pytest.mark.slow]
 
 ADDRESS = "faultsj.orders"
-RESULTS: dict = {"jolokia": [], "kills": []}
-FAST = {"continuity_drain_timeout": 20, "continuity_post_gate_timeout": 20, "continuity_sync_timeout": 30}
+RESULTS: dict = {"jolokia": []}
 
 
 # ---------------------------------------------------------------------- lab, Jolokia links, overlay
@@ -64,13 +61,8 @@ def lab(tmp_path_factory):
         the_lab.ensure_roles("dc1")
         yield the_lab
         return
-    the_lab = Lab(tmp_path_factory.mktemp("faults-fj-lab"))
-    try:
-        the_lab.up()
-        the_lab.ensure_roles("dc1")
+    with Lab(tmp_path_factory.mktemp("faults-fj-lab")).running() as the_lab:
         yield the_lab
-    finally:
-        the_lab.down()
 
 
 def free_port() -> int:
@@ -275,19 +267,6 @@ def test_swapover_ledgers_nothing_lost(lab, load, sampler):
 
 
 # ---------------------------------------------------------------------- 2. failback
-def lose(lab: Lab, site: str = "dc1", keep_running: bool = False) -> None:
-    """The state a failover leaves: ``site`` fenced in its broker.xml and down, the other site active. With
-    ``keep_running`` the lost broker has come back by itself (its host rebooted), passive."""
-    other = next(s for s in SITES if s != site)
-    if lab.acceptor_started(site) is not None:
-        lab.ensure_roles(other)
-        if not keep_running:
-            kill_broker(lab, site)
-    elif keep_running:
-        raise AssertionError(f"{site} is down, expected it running")
-    assert lab.persisted_role(site) == "passive" and lab.acceptor_started(other) is True
-
-
 def test_failback_with_the_returning_sites_jolokia_down_until_it_is_restored(lab, links, sampler, tmp_path):
     """dc1 is lost (its broker killed), failover.yml makes dc2 serve. failback.yml starts while dc1's Jolokia link is
     cut: the fence is written to its broker.xml, the broker started, and the wait for its Jolokia goes on until the
@@ -365,57 +344,3 @@ def test_failback_with_one_sites_jolokia_down_at_a_phase(lab, links, sampler, tm
     converge_status(lab, tmp_path, task, overlay=links.overlay)
     row["rerun_s"] = again["wall"]
     assert sampler.both_open == [], sampler.both_open[:5]
-
-
-def failback_points(lab: Lab, tmp_path: Path, handover: bool) -> list:
-    """An undisturbed failback of dc1 with the task log on: its task boundaries from the fence on (tasks/
-    failback.yml), or from the handover on (the rest is the same with and without it)."""
-    lose(lab, "dc1")
-    log = tmp_path / f"failback-{handover}-tasks.jsonl"
-    first = run(lab, "failback.yml", {"continuity_returning_site": "dc1", "continuity_failback_handover": handover,
-                                      "continuity_evidence_dir": str(tmp_path), **FAST}, task_log=log)
-    assert first["rc"] == 0, first["out"][-3000:]
-    tasks = [(r["task"], r["occurrence"]) for r in map(json.loads, log.read_text().splitlines())]
-    begin = "Hand the active role back" if handover else "Fence the returning site"
-    start = next(i for i, (t, _) in enumerate(tasks) if t.startswith(begin))
-    return tasks[start:]
-
-
-def failback_killed_at_each_task(lab: Lab, sampler, tmp_path: Path, handover: bool) -> None:
-    points = failback_points(lab, tmp_path, handover)
-    assert len(points) >= (8 if handover else 12), points
-    extra = {"continuity_returning_site": "dc1", "continuity_failback_handover": handover,
-             "continuity_evidence_dir": str(tmp_path), **FAST}
-    want = {"dc1": "active", "dc2": "passive"} if handover else {"dc1": "passive", "dc2": "active"}
-    started = handover  # the returning broker's start is behind: later points find it running (as the re-run does)
-    for task, occurrence in points:
-        # before the start task, dc1 is down (lost); after it, the killed run would have started it in any case
-        lose(lab, "dc1", keep_running=started)
-        killed = run(lab, "failback.yml", extra, kill_at=(task, occurrence))
-        assert killed["killed"], f"not killed at {task!r}: rc {killed['rc']}\n{killed['out'][-2000:]}"
-        roles, persisted = state(lab)
-        assert list(roles.values()).count("active") <= 1, (task, roles)
-        again = run(lab, "failback.yml", extra)
-        assert again["rc"] == 0, f"failback re-run after the kill at {task!r} failed:\n{again['out'][-3000:]}"
-        after, persisted_after = state(lab)
-        assert after == want and persisted_after == after, (task, after, persisted_after)
-        converge_status(lab, tmp_path, f"failback kill at {task}")
-        RESULTS["kills"].append({"point": f"failback{' (handover)' if handover else ''} task {task!r} #{occurrence}",
-                                 "roles_after_kill": roles, "persisted_after_kill": persisted,
-                                 "rerun_s": again["wall"]})
-        print(f"\n{RESULTS['kills'][-1]}")
-        started = started or task.startswith("Start the returning broker")
-        assert sampler.both_open == [], sampler.both_open[:5]
-
-
-def test_failback_killed_at_each_task_boundary(lab, sampler, tmp_path):
-    failback_killed_at_each_task(lab, sampler, tmp_path, handover=False)
-
-
-def test_failback_with_handover_killed_at_each_task_boundary(lab, sampler, tmp_path):
-    failback_killed_at_each_task(lab, sampler, tmp_path, handover=True)
-    lab.ensure_roles("dc1")
-    print(f"\nfault injection, failback and Jolokia: {len(RESULTS['kills'])} failback kills, "
-          f"{len(RESULTS['jolokia'])} Jolokia-down cases, {STATS['runs']} runbook runs; sampler {sampler.summary()}")
-    for row in RESULTS["jolokia"] + RESULTS["kills"]:
-        print(f"  {row}")
