@@ -263,11 +263,12 @@ class Lab:
             objectname,
             site_role,
             switch,
+            versions,
         )
 
         continuity_plugin.set_role(self.client(site), site, "active" if active else "passive")
         fence = switch.persist_fence(str(self.broker_xml(site)), [CLIENT_ACCEPTOR], active)
-        reload_applies = tuple(int(x) for x in self.version.split(".")[:3]) >= site_role.ACCEPTOR_RELOAD_SINCE
+        reload_applies = site_role.activation_method(versions.parse_version(self.version)) == "reload"
         if fence["changed"] and reload_applies:
             # Apply the file now: a 2.43+ broker's periodic config refresh would otherwise recreate the changed
             # acceptor later, and undo a stop() a test makes in between (seen: dc1 re-opened next to dc2). An older

@@ -16,9 +16,9 @@ type: aggregate
 short_description: kill the controller when a task starts (test fault injection)
 description:
   - KILL_AT_TASK names the task; KILL_AT_OCCURRENCE (default 1) which start of it. Every task start is appended as
-    a JSON line to KILL_TASK_LOG when set (task, occurrence, action), and every task's outcome after it (status,
-    changed on any host), so a test can list the task boundaries of a runbook and tell which tasks changed
-    anything.
+    a JSON line to KILL_TASK_LOG when set (task, occurrence, action), and each host result after it (status, and
+    the changed flag for a reader of the log), so a test can list the task boundaries of a runbook and tell which
+    tasks were skipped or failed.
   - FAULT_AT_TASK / FAULT_AT_OCCURRENCE / FAULT_POST_URL - at that start of that task, POST {} to the URL (for example
     a WAN link's control endpoint /cut) and wait for its answer before the task runs.
 """
