@@ -364,6 +364,14 @@ class Lab:
         result = json.loads(out.stdout[marker + 3:])
         return ("| FAILED!" in out.stdout[:marker] or out.returncode != 0), result
 
+    def swapover_with_both_sites_at(self, site: str) -> tuple[bool, dict]:
+        """The swapover module with both sites' connection pointing at one broker (a wrong inventory): dc1 -> dc2,
+        both URLs at ``site``."""
+        ep = self.endpoints["sites"][site]
+        conn = {"url": ep["jolokia_url"], "username": ep["credentials"]["user"],
+                "password": ep["credentials"]["password"], "client_acceptors": ep["client_acceptors"]}
+        return self.module("swapover", {"old_site": {"name": "dc1", **conn}, "new_site": {"name": "dc2", **conn}})
+
     def site_args(self, site: str, **kw: Any) -> dict:
         args = {"url": self.jolokia_url(site), "username": ADMIN_USER, "password": ADMIN_PASSWORD,
                 "broker_name": site}

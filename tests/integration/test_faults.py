@@ -27,6 +27,7 @@ from fault_support import (
     FAST,
     SAFETY_CHECKS,
     STATS,
+    VERSIONS,
     breaches,
     converge_status,
     kill_broker,
@@ -49,10 +50,6 @@ pytestmark = [pytest.mark.slow]
 ADDRESS = "faults.orders"
 RESULTS: dict = {}  # per lab (version): the kills and restarts, for the ledger test and the printed totals
 
-
-# The newest and the oldest Artemis the runbooks support (README): before 2.43 a fence written into broker.xml reaches a
-# running broker only at its next start, so the same kill can leave a different state.
-VERSIONS = ("2.44.0", "2.37.0")
 
 
 @pytest.fixture(scope="module", params=VERSIONS)

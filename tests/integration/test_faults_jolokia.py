@@ -1,5 +1,6 @@
-"""Fault injection on the real two-site lab (issue 16): one site's Jolokia down at each phase of a swapover
-(preflight, quiesce, drain gate, activate, seal, post-gates) and of a failback, under traffic for the swapover. (The
+"""Fault injection on the real two-site lab, on Artemis 2.44.0 and 2.37.0 (issue 16): one site's Jolokia down at each
+phase of a swapover (preflight, quiesce, drain gate, activate, seal, post-gates) and of a failback, under traffic for
+the swapover. (The
 controller killed at every task boundary, failback included, is tests/integration/test_faults.py.)
 
 The broker keeps serving AMQP; only its management endpoint is unreachable: each site's Jolokia is reached through a
@@ -13,7 +14,8 @@ converges and status.yml reports no safety breach.
 A sampler reads both brokers' client acceptors directly (not through the links) every 50 ms all along: never two
 sites serving. The swapover ledgers must show nothing lost. Printed numbers go to benchmarks/README.md.
 
-FAULTS_LAB_ROOT / FAULTS_LAB_BASE: use a lab already up there (development; it is left running).
+FAULTS_LAB_ROOT / FAULTS_LAB_BASE (/ FAULTS_LAB_VERSION, default 2.44.0): use a lab already up there (development;
+it is left running; the other version's cases are skipped).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pytest
 from fault_support import (
     FAST,
     SAFETY_CHECKS,
+    VERSIONS,
     breaches,
     converge_status,
     failure_message,
@@ -48,20 +51,24 @@ from ansible_collections.continuity.artemis.plugins.module_utils import objectna
 pytestmark = [pytest.mark.slow]
 
 ADDRESS = "faultsj.orders"
-RESULTS: dict = {"jolokia": []}
+RESULTS: dict = {}  # per lab (version): the cases and the ledgers
 
 
 # ---------------------------------------------------------------------- lab, Jolokia links, overlay
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+@pytest.fixture(scope="module", params=VERSIONS)
+def lab(request, tmp_path_factory):
+    RESULTS.clear()
+    RESULTS.update(jolokia=[], version=request.param)
     reuse = os.environ.get("FAULTS_LAB_ROOT")
     if reuse:
-        the_lab = Lab(Path(reuse), base=int(os.environ["FAULTS_LAB_BASE"]))
+        if request.param != os.environ.get("FAULTS_LAB_VERSION", VERSIONS[0]):
+            pytest.skip(f"FAULTS_LAB_ROOT reuses one lab (Artemis {os.environ.get('FAULTS_LAB_VERSION', VERSIONS[0])})")
+        the_lab = Lab(Path(reuse), base=int(os.environ["FAULTS_LAB_BASE"]), version=request.param)
         the_lab.endpoints = json.loads((the_lab.root / "endpoints.json").read_text())
         the_lab.ensure_roles("dc1")
         yield the_lab
         return
-    with Lab(tmp_path_factory.mktemp("faults-fj-lab")).running() as the_lab:
+    with Lab(tmp_path_factory.mktemp(f"faults-fj-lab-{request.param}"), version=request.param).running() as the_lab:
         yield the_lab
 
 
@@ -260,7 +267,8 @@ def test_swapover_ledgers_nothing_lost(lab, load, sampler):
     traffic.stop()
     summary = reconcile(traffic.run_dir, "fj", "faults-jolokia").summary()
     RESULTS["ledgers"] = summary
-    print(f"\nJolokia down, swapover: {len(RESULTS['jolokia'])} cases under 100 msg/s; ledgers {summary}; "
+    print(f"\nArtemis {RESULTS['version']}, Jolokia down, swapover: {len(RESULTS['jolokia'])} cases under 100 msg/s; "
+          f"ledgers {summary}; "
           f"sampler {sampler.summary()}")
     assert summary["lost"] == 0 and summary["real_duplicates"] == 0, summary
     assert summary["accepted_msgs"] > 500, summary
@@ -315,8 +323,9 @@ def test_failback_with_one_sites_jolokia_down_at_a_phase(lab, links, sampler, tm
     lose(lab, "dc1")
     extra = {"continuity_returning_site": "dc1", "continuity_failback_handover": handover,
              "continuity_evidence_dir": str(tmp_path), **FAST}
-    first = run(lab, "failback.yml", {**extra, "continuity_run_id": "fbj-first"}, overlay=links.overlay,
-                fault_at=(task, 1, links.controls[site] + "/cut"))
+    # a gate behind the cut link cannot pass: it fails after this timeout instead of FAST's 30 s (the re-run keeps 30)
+    first = run(lab, "failback.yml", {**extra, "continuity_run_id": "fbj-first", "continuity_sync_timeout": 10},
+                overlay=links.overlay, fault_at=(task, 1, links.controls[site] + "/cut"))
     roles, persisted = state(lab)
     links.restore()
     message = failure_message(first["out"]) if first["rc"] else ""

@@ -124,13 +124,7 @@ def test_two_sites_pointing_at_one_broker_are_refused_by_the_preflight(clean, tm
     """Both sites' Jolokia URLs at dc2 (a wrong inventory): the module sees one NodeID and changes nothing."""
     lab = clean
     roles, digests = lab.roles(), lab.file_digests()
-    dc2 = lab.endpoints["sites"]["dc2"]
-    failed, res = lab.module("swapover", {
-        "old_site": {"name": "dc1", "url": dc2["jolokia_url"], "username": dc2["credentials"]["user"],
-                     "password": dc2["credentials"]["password"], "client_acceptors": dc2["client_acceptors"]},
-        "new_site": {"name": "dc2", "url": dc2["jolokia_url"], "username": dc2["credentials"]["user"],
-                     "password": dc2["credentials"]["password"], "client_acceptors": dc2["client_acceptors"]},
-    })
+    failed, res = lab.swapover_with_both_sites_at("dc2")
     assert failed and "same broker" in res.get("msg", ""), res
     assert lab.roles() == roles == {"dc1": "active", "dc2": "passive"} and lab.file_digests() == digests
 

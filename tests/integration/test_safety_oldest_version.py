@@ -8,8 +8,11 @@ does not apply a changed acceptor to a running broker), on a private two-site la
   broker.xml, but 2.37 does not close the running acceptor, so the fence is never proven: the failover must stop
   without activating dc2. On 2.44 the same forced run proves the fence and activates dc2
   (test_runbooks_failover.py): the difference is the version, and the runbook must tell it from evidence.
-* the controller killed at the swapover's and the failover's version-dependent points, each followed by a restart of
-  the old site's broker and the same command again (the full task-boundary matrix runs on 2.44: test_faults.py).
+* a wrong inventory (both sites at one broker) is refused before any change, as on 2.44;
+* the controller killed at the swapover's and the failover's version-dependent points inside the switch (the old
+  site's fence written, the new site opened), each followed by a restart of the old site's broker and the same
+  command again (the task-boundary kills run on both versions in test_faults.py, one Jolokia down at each phase in
+  test_faults_jolokia.py).
 """
 
 from __future__ import annotations
@@ -62,6 +65,15 @@ def test_swapover_there_and_back_under_traffic(lab, tmp_path):
     assert summary["lost"] == 0 and summary["real_duplicates"] == 0, summary
     assert sampler.both_open == [], sampler.both_open[:5]
     assert lab.roles() == {"dc1": "active", "dc2": "passive"}
+
+
+def test_two_sites_pointing_at_one_broker_are_refused_before_any_change(lab):
+    """A wrong inventory (both sites' Jolokia at dc2): the swapover module reads one NodeID and changes nothing."""
+    lab.ensure_roles("dc1")
+    digests = lab.file_digests()
+    failed, res = lab.swapover_with_both_sites_at("dc2")
+    assert failed and "same broker" in res.get("msg", ""), res
+    assert lab.roles() == {"dc1": "active", "dc2": "passive"} and lab.file_digests() == digests, lab.read_errors
 
 
 def test_a_fence_the_running_broker_does_not_apply_is_never_taken_as_proven(lab, tmp_path):
