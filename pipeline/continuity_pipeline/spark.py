@@ -54,6 +54,10 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
                # The reader extracts ~80 fields from ONE from_json; this rewrite would otherwise turn it into one
                # JSON parse per field (and an optimizer blow-up on the validation expressions).
                .config("spark.sql.optimizer.enableJsonExpressionOptimization", "false")
+               # The per-message aggregate has ~one group per two events: the small first-level hash map in front
+               # of the real one overflows at once and every row pays both (10 M events: ~2 CPU-s, 8-10 % of the
+               # reconciliation's wall, benchmarks/README.md).
+               .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
                # The evidence schema is ~90 fields wide: above the default limit of 100 (counting nested and
                # metadata fields) Spark drops whole-stage codegen AND the vectorized Parquet reader.
                .config("spark.sql.codegen.maxFields", "400"))
