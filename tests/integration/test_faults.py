@@ -51,7 +51,6 @@ ADDRESS = "faults.orders"
 RESULTS: dict = {}  # per lab (version): the kills and restarts, for the ledger test and the printed totals
 
 
-
 @pytest.fixture(scope="module", params=VERSIONS)
 def lab(request, tmp_path_factory):
     RESULTS.clear()

@@ -1,7 +1,6 @@
 """Fault injection on the real two-site lab, on Artemis 2.44.0 and 2.37.0 (issue 16): one site's Jolokia down at each
 phase of a swapover (preflight, quiesce, drain gate, activate, seal, post-gates) and of a failback, under traffic for
-the swapover. (The
-controller killed at every task boundary, failback included, is tests/integration/test_faults.py.)
+the swapover. (The controller killed at every task boundary, failback included, is tests/integration/test_faults.py.)
 
 The broker keeps serving AMQP; only its management endpoint is unreachable: each site's Jolokia is reached through a
 lab WAN link (continuity_lab.wan, in this process) and the runbooks are pointed at it by an overlay inventory
@@ -61,8 +60,9 @@ def lab(request, tmp_path_factory):
     RESULTS.update(jolokia=[], version=request.param)
     reuse = os.environ.get("FAULTS_LAB_ROOT")
     if reuse:
-        if request.param != os.environ.get("FAULTS_LAB_VERSION", VERSIONS[0]):
-            pytest.skip(f"FAULTS_LAB_ROOT reuses one lab (Artemis {os.environ.get('FAULTS_LAB_VERSION', VERSIONS[0])})")
+        reused_version = os.environ.get("FAULTS_LAB_VERSION", VERSIONS[0])
+        if request.param != reused_version:
+            pytest.skip(f"FAULTS_LAB_ROOT reuses one lab (Artemis {reused_version})")
         the_lab = Lab(Path(reuse), base=int(os.environ["FAULTS_LAB_BASE"]), version=request.param)
         the_lab.endpoints = json.loads((the_lab.root / "endpoints.json").read_text())
         the_lab.ensure_roles("dc1")
