@@ -40,6 +40,11 @@ class SwitchError(Exception):
         self.state = state or {}
 
 
+#: How long a role read waits for a client acceptor the broker is recreating (:meth:`Site.settled_snapshot`):
+#: twice Artemis's default configuration refresh period, so one refresh that starts just after the read fits.
+ACCEPTOR_RECREATE_SECONDS = 10.0
+
+
 class Site:
     """One site as a runbook sees it: its name, a :class:`site_state.SiteCollector`, the client acceptors
     that fence it, and (when the task runs on the broker host) the path of its broker.xml."""
@@ -64,6 +69,30 @@ class Site:
 
     def snapshot_or_unreachable(self) -> dict:
         return self.collector.collect_or_unreachable()
+
+    def missing_acceptors(self, snapshot: dict) -> List[str]:
+        """Client acceptors a reachable, serving-capable broker does not list (an HA backup standing by has none
+        to list)."""
+        if not snapshot.get("reachable", True) or site_role.is_standby(snapshot):
+            return []
+        present = snapshot.get("acceptors") or {}
+        return [n for n in self.client_acceptors if n not in present]
+
+    def settled_snapshot(self, reachable_or_not: bool = False, timeout: float = ACCEPTOR_RECREATE_SECONDS,
+                         sleep: float = 0.2, clock: Callable[[], float] = time.monotonic,
+                         sleeper: Callable[[float], None] = time.sleep) -> dict:
+        """A snapshot to read the site's role from. Artemis 2.43+ applies a changed acceptor in broker.xml by
+        destroying it and creating it anew (at its periodic configuration refresh, every 5 s by default, or on
+        ``reloadConfigurationFile()``), so a read in between finds a client acceptor missing: seen right after a
+        fence was written. Such a read is taken again for up to ``timeout`` seconds; an acceptor still missing then
+        is reported (``role_of`` names it) rather than guessed."""
+        take = self.snapshot_or_unreachable if reachable_or_not else self.snapshot
+        snap = take()
+        deadline = clock() + timeout
+        while self.missing_acceptors(snap) and clock() < deadline:
+            sleeper(sleep)
+            snap = take()
+        return snap
 
 
 # ------------------------------------------------------------------------------------------ pure helpers
@@ -410,7 +439,8 @@ def swapover(old: Site, new: Site, drain_timeout: float = 120.0, wait_sleep: flo
     runbook = "swapover"
     phases: List[dict] = []
     t0 = wall()
-    snap_old, snap_new = old.snapshot(), new.snapshot()
+    snap_old = old.settled_snapshot(clock=clock, sleeper=sleeper)
+    snap_new = new.settled_snapshot(clock=clock, sleeper=sleeper)
     role_old, role_new = role_of(snap_old, old.client_acceptors), role_of(snap_new, new.client_acceptors)
     roles_before = {old.name: role_old, new.name: role_new}
     state = {"roles_before": roles_before, "versions": {old.name: snap_old.get("version"),

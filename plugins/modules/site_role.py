@@ -288,7 +288,7 @@ def run_module(module):
         _persist_only(module, result)
 
     try:
-        snap = site.snapshot_or_unreachable()
+        snap = site.settled_snapshot(reachable_or_not=True)
         role_before = switch.role_of(snap, acceptors)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
@@ -346,7 +346,7 @@ def run_module(module):
             diff = done["fence"]
             result["role"] = roles.ACTIVE
         if result["reachable"] and not standby and result["changed"] and not module.check_mode:
-            result["acceptors"] = switch.read_acceptors(site)
+            result["acceptors"] = switch.acceptor_states(site.settled_snapshot())
             result["role"] = roles.derive_role(result["acceptors"], acceptors)
         if p["broker_xml"]:
             result["persisted_role"] = (roles.persisted_role(diff["after"], acceptors) if diff

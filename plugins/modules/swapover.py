@@ -326,7 +326,7 @@ def module_kwargs():
 def _roles_now(old, new):
     """Each site's role read now; ``unreachable`` for a site that cannot be read."""
     try:
-        return dict((site.name, switch.role_of(site.snapshot_or_unreachable(), site.client_acceptors))
+        return dict((site.name, switch.role_of(site.settled_snapshot(reachable_or_not=True), site.client_acceptors))
                     for site in (old, new))
     except Exception:  # pylint: disable=broad-except  # best effort: the failure message must still be given
         return None

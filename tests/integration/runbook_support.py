@@ -275,7 +275,8 @@ class Lab:
             # broker's reload leaves acceptors alone: start()/stop() below is all it takes there.
             self.client(site).exec(objectname.broker(site), "reloadConfigurationFile()")
             deadline = time.monotonic() + 30
-            while bool(self.acceptor_started(site)) != active and time.monotonic() < deadline:
+            # `is not`: None (the acceptor absent while the reload recreates it) is not "stopped" yet
+            while self.acceptor_started(site) is not active and time.monotonic() < deadline:
                 time.sleep(0.1)
         if bool(self.acceptor_started(site)) != active:
             self.client(site).exec(objectname.acceptor(site, CLIENT_ACCEPTOR), "start()" if active else "stop()")
@@ -842,3 +843,11 @@ def received_details(run_dir: Path, name_prefix: str, msg_ids: list, limit: int 
                 out.append({k: r.get(k) for k in ("msg_id", "consumer", "site", "recv_ts", "ack_ts",
                                                    "delivery_count", "redelivered")})
     return out
+
+
+def at_risk_of(doc: dict) -> int | None:
+    """Events dc1 had not delivered to dc2 in an agent last-known document: `at_risk_events`, else the backlog."""
+    if doc.get("at_risk_events") is not None:
+        return int(doc["at_risk_events"])
+    backlogs = [s.get("backlog") for s in doc.get("lag_samples") or [] if s.get("backlog") is not None]
+    return sum(backlogs) if backlogs else None

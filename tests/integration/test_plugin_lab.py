@@ -214,7 +214,7 @@ def test_duplicates_at_risk_before_a_kill_are_the_duplicates_after_the_failover(
     import subprocess
     import sys
 
-    from runbook_support import make_agent, reconcile
+    from runbook_support import at_risk_of, make_agent, reconcile
 
     from ansible_collections.continuity.artemis.plugins.module_utils import evidence
 
@@ -240,14 +240,21 @@ def test_duplicates_at_risk_before_a_kill_are_the_duplicates_after_the_failover(
     finally:
         traffic.stop()
         agent.close()
-    summary = reconcile(tmp_path / rid, "dr", rid).summary()
+    rec = reconcile(tmp_path / rid, "dr", rid)
+    summary = rec.summary()
+    lost_recs = [rec.sent_by_id[m] for m in rec.lost]
     estimate = doc.get("duplicates_at_risk")
     # delivered twice: acknowledged twice (real duplicates), or received on dc1 in an ack batch that dc1 never got
     # (its ledger record has no ack) and delivered again by dc2
     duplicated = summary["real_duplicates"] + summary["unacked_redeliveries"]
     print(f"\nduplicates at risk on dc1 {t_kill - doc['sample_ts']:.2f} s before the kill -9 ({rate} msg/s, acks "
           f"in batches of 50): estimate {estimate}, delivered twice by the ledgers {duplicated}; {summary}")
-    assert summary["lost"] == 0, summary
+    # A kill -9 of an asynchronously mirrored site may lose what dc1 confirmed and had not sent to dc2 yet (its RPO;
+    # seen once: 1 message). Only dc1's, and no more than its last sample's events at risk plus what one sample
+    # interval brings; test_runbooks_failover measures that bound with a real backlog.
+    assert {r.get("site") for r in lost_recs} <= {"dc1"}, lost_recs[:3]
+    assert at_risk_of(doc) is not None, doc
+    assert len(lost_recs) <= at_risk_of(doc) + rate * interval, (len(lost_recs), at_risk_of(doc), lost_recs[:3])
     assert estimate is not None, doc
     assert abs(duplicated - estimate) <= rate * interval, (estimate, duplicated, summary)
 

@@ -19,6 +19,7 @@ from runbook_support import (
     Lab,
     RoleSampler,
     Traffic,
+    at_risk_of,
     dead_jolokia_overlay,
     make_agent,
     phases,
@@ -39,14 +40,6 @@ SAMPLE_INTERVAL = 0.5  # seconds between the at-risk samples of dc1 (the agent's
 def lab(tmp_path_factory):
     with Lab(tmp_path_factory.mktemp("runbook-fo-lab")).running(active=None) as the_lab:
         yield the_lab
-
-
-def at_risk_of(doc: dict) -> int | None:
-    """Events dc1 had not delivered to dc2 in an agent last-known document: `at_risk_events`, else the backlog."""
-    if doc.get("at_risk_events") is not None:
-        return int(doc["at_risk_events"])
-    backlogs = [s.get("backlog") for s in doc.get("lag_samples") or [] if s.get("backlog") is not None]
-    return sum(backlogs) if backlogs else None
 
 
 def test_kill_dc1_failover_dc2_serves_and_at_risk_covers_the_loss(lab, tmp_path):

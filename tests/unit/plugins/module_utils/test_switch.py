@@ -43,6 +43,8 @@ class World:
         self.calls: list = []
         self.reloads = 0
         self.messages: dict | None = None  # {site: [browsed message]}: then they define the counts of "orders"
+        # reads that miss the client acceptor while the broker recreates it (Artemis 2.43+ applying broker.xml)
+        self.recreating = {"dc1": 0, "dc2": 0}
 
     def snapshot(self, site):
         self.calls.append(("snapshot", site))
@@ -53,12 +55,16 @@ class World:
         connected = not self.stuck
         if self.paused[site] and not self.stuck_consumer and self.delivering[site]:
             self.delivering[site] -= 1  # consumers acknowledge what they hold once nothing new arrives
+        listed = dict(self.acceptors[site])
+        if self.recreating[site]:
+            self.recreating[site] -= 1
+            listed.pop("artemis")
         return {
             "site": site, "broker": site, "reachable": True, "ts": float(len(self.calls)),
             "version": self.version, "features": {"pending_mirror_acks": True}, "node_id": "node-" + site,
             "status": {"configuration": {"properties": {}}},
             "pending_mirror_acks": 0,
-            "acceptors": {n: {"name": n, "started": st} for n, st in self.acceptors[site].items()},
+            "acceptors": {n: {"name": n, "started": st} for n, st in listed.items()},
             "connections": {peer: {"name": peer, "started": True, "connected": connected, "mirror": True}},
             "mirrors": {peer: {"snf": {"message_count": self.backlog[site], "messages_added": 0,
                                        "messages_acknowledged": 0, "delivering_count": 0}}},
@@ -239,6 +245,30 @@ def test_preflight_refuses_when_mirror_disconnected_and_changes_nothing(world):
     world.stuck = True
     with pytest.raises(switch.SwitchError, match="preflight failed, nothing was changed"):
         run(world, preflight_max_backlog=100)
+    assert world.acceptors["dc1"]["artemis"] is True
+    assert not [c for c in world.calls if c[0] in ("stop()", "start()", "reload")]
+
+
+def test_preflight_reads_again_while_an_acceptor_is_being_recreated(world):
+    # seen on 2.44: the swapover started while the passive site's broker applied the fence just written
+    world.recreating["dc2"] = 3
+    res = run(world)
+    assert res["changed"] is True and res["roles_before"] == {"dc1": "active", "dc2": "passive"}
+    assert world.recreating["dc2"] == 0
+
+
+def test_preflight_names_an_acceptor_that_stays_missing_and_changes_nothing(world):
+    world.recreating["dc2"] = 10 ** 6
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    old, new = sites(world)
+    with pytest.raises(ValueError, match="client acceptor.s. artemis not found on the broker; acceptors that exist: "
+                                         "mirror"):
+        switch.swapover(old, new, wait_sleep=0, clock=lambda: now[0], sleeper=sleep)
+    assert now[0] >= switch.ACCEPTOR_RECREATE_SECONDS  # it waited the whole bound before saying so
     assert world.acceptors["dc1"]["artemis"] is True
     assert not [c for c in world.calls if c[0] in ("stop()", "start()", "reload")]
 
