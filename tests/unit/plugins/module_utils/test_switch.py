@@ -265,8 +265,8 @@ def test_preflight_names_an_acceptor_that_stays_missing_and_changes_nothing(worl
         now[0] += seconds
 
     old, new = sites(world)
-    with pytest.raises(ValueError, match="client acceptor.s. artemis not found on the broker; acceptors that exist: "
-                                         "mirror"):
+    with pytest.raises(ValueError, match=r"client acceptor\(s\) artemis not found on the broker; acceptors that "
+                                         r"exist: mirror"):
         switch.swapover(old, new, wait_sleep=0, clock=lambda: now[0], sleeper=sleep)
     assert now[0] >= switch.ACCEPTOR_RECREATE_SECONDS  # it waited the whole bound before saying so
     assert world.acceptors["dc1"]["artemis"] is True
