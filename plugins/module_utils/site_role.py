@@ -113,13 +113,18 @@ def pair_state(brokers):
     }
 
 
+def missing_acceptors(acceptor_started, client_acceptors):
+    """The client acceptors `{acceptor name: started}` does not list, in their order."""
+    return [name for name in client_acceptors if name not in acceptor_started]
+
+
 def derive_role(acceptor_started, client_acceptors):
     """Role of a site from `{acceptor name: started}` and the names of its client acceptors.
 
     Raises ValueError naming the missing acceptors, because a role derived from acceptors that do not
     exist would be a guess.
     """
-    missing = [name for name in client_acceptors if name not in acceptor_started]
+    missing = missing_acceptors(acceptor_started, client_acceptors)
     if missing:
         raise ValueError(
             "client acceptor(s) %s not found on the broker; acceptors that exist: %s"

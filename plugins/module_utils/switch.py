@@ -75,24 +75,34 @@ class Site:
         to list)."""
         if not snapshot.get("reachable", True) or site_role.is_standby(snapshot):
             return []
-        present = snapshot.get("acceptors") or {}
-        return [n for n in self.client_acceptors if n not in present]
+        return site_role.missing_acceptors(snapshot.get("acceptors") or {}, self.client_acceptors)
 
-    def settled_snapshot(self, reachable_or_not: bool = False, timeout: float = ACCEPTOR_RECREATE_SECONDS,
-                         sleep: float = 0.2, clock: Callable[[], float] = time.monotonic,
-                         sleeper: Callable[[float], None] = time.sleep) -> dict:
-        """A snapshot to read the site's role from. Artemis 2.43+ applies a changed acceptor in broker.xml by
-        destroying it and creating it anew (at its periodic configuration refresh, every 5 s by default, or on
-        ``reloadConfigurationFile()``), so a read in between finds a client acceptor missing: seen right after a
-        fence was written. Such a read is taken again for up to ``timeout`` seconds; an acceptor still missing then
-        is reported (``role_of`` names it) rather than guessed."""
-        take = self.snapshot_or_unreachable if reachable_or_not else self.snapshot
-        snap = take()
+    def settled_snapshot(self, reachable_or_not: bool = False, **wait: Any) -> dict:
+        """A snapshot to read the site's role from (:meth:`_settled`)."""
+        return self._settled(self.snapshot_or_unreachable if reachable_or_not else self.snapshot,
+                             self.missing_acceptors, **wait)
+
+    def settled_acceptors(self, **wait: Any) -> Dict[str, Optional[bool]]:
+        """``{acceptor: started}`` of a broker known to be reachable and serving-capable, read as
+        :meth:`settled_snapshot` reads (one pattern read per try: cheaper than a snapshot)."""
+        return self._settled(lambda: read_acceptors(self),
+                             lambda states: site_role.missing_acceptors(states, self.client_acceptors), **wait)
+
+    @staticmethod
+    def _settled(take: Callable[[], Any], missing: Callable[[Any], List[str]],
+                 timeout: float = ACCEPTOR_RECREATE_SECONDS, sleep: float = 0.2,
+                 clock: Callable[[], float] = time.monotonic, sleeper: Callable[[float], None] = time.sleep) -> Any:
+        """Artemis 2.43+ applies a changed acceptor in broker.xml by destroying it and creating it anew (at its
+        periodic configuration refresh, every 5 s by default, or on ``reloadConfigurationFile()``), so a read in
+        between finds a client acceptor missing: seen right after a fence was written. Such a read is taken again
+        for up to ``timeout`` seconds; an acceptor still missing then is reported (``role_of`` names it) rather
+        than guessed."""
+        read = take()
         deadline = clock() + timeout
-        while self.missing_acceptors(snap) and clock() < deadline:
+        while missing(read) and clock() < deadline:
             sleeper(sleep)
-            snap = take()
-        return snap
+            read = take()
+        return read
 
 
 # ------------------------------------------------------------------------------------------ pure helpers
@@ -200,8 +210,13 @@ def set_acceptors(site: Site, names: Sequence[str], started: bool) -> None:
 
 
 def read_acceptors(site: Site) -> Dict[str, Optional[bool]]:
-    """``{acceptor: started}`` with one pattern read (cheaper than a full snapshot while polling)."""
-    value = site.client.read(on.all_acceptors(site.broker()), ["Started"])
+    """``{acceptor: started}`` of a site (:func:`acceptors_started`)."""
+    return acceptors_started(site.client, site.broker())
+
+
+def acceptors_started(client: j.JolokiaClient, broker: str) -> Dict[str, Optional[bool]]:
+    """``{acceptor: started}`` of a broker with one pattern read (cheaper than a full snapshot while polling)."""
+    value = client.read(on.all_acceptors(broker), ["Started"])
     out: Dict[str, Optional[bool]] = {}
     for mbean, attrs in (value or {}).items():
         _domain, props = on.parse(mbean)

@@ -75,6 +75,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuity.artemis.plugins.module_utils import jolokia as j
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
+from ansible_collections.continuity.artemis.plugins.module_utils import switch
 from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args import (
     client_from_params,
     fail_on_error,
@@ -84,13 +85,7 @@ from ansible_collections.continuity.artemis.plugins.module_utils.jolokia_args im
 
 def read_acceptors(client, broker):
     """All acceptors of the broker with ``started`` (one wildcard read)."""
-    value = client.read(on.all_acceptors(broker), "Started")
-    out = {}
-    for mbean, attrs in (value or {}).items():
-        _domain, props = on.parse(mbean)
-        started = attrs.get("Started") if isinstance(attrs, dict) else attrs
-        out[props["name"]] = {"started": bool(started)}
-    return out
+    return {name: {"started": bool(started)} for name, started in switch.acceptors_started(client, broker).items()}
 
 
 def _states(acceptors, names):

@@ -346,7 +346,7 @@ def run_module(module):
             diff = done["fence"]
             result["role"] = roles.ACTIVE
         if result["reachable"] and not standby and result["changed"] and not module.check_mode:
-            result["acceptors"] = switch.acceptor_states(site.settled_snapshot())
+            result["acceptors"] = site.settled_acceptors()
             result["role"] = roles.derive_role(result["acceptors"], acceptors)
         if p["broker_xml"]:
             result["persisted_role"] = (roles.persisted_role(diff["after"], acceptors) if diff

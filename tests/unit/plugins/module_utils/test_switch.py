@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ansible_collections.continuity.artemis.plugins.module_utils import objectname as on
-from ansible_collections.continuity.artemis.plugins.module_utils import switch
+from ansible_collections.continuity.artemis.plugins.module_utils import site_role, switch
 
 
 class FakeResult:
@@ -135,7 +135,13 @@ class FakeClient:
         return json.dumps({"data": rows, "count": len(rows)})
 
     def read(self, mbean, attrs):
-        return {on.acceptor(self.site, n): {"Started": st} for n, st in self.world.acceptors[self.site].items()}
+        assert mbean == on.all_acceptors(self.site) and attrs == ["Started"], (mbean, attrs)
+        self.world.calls.append(("read acceptors", self.site))
+        listed = dict(self.world.acceptors[self.site])
+        if self.world.recreating[self.site]:
+            self.world.recreating[self.site] -= 1
+            listed.pop("artemis")
+        return {on.acceptor(self.site, n): {"Started": st} for n, st in listed.items()}
 
     def exec(self, mbean, op, *args):
         if op == "browse(int,int)":
@@ -271,6 +277,28 @@ def test_preflight_names_an_acceptor_that_stays_missing_and_changes_nothing(worl
     assert now[0] >= switch.ACCEPTOR_RECREATE_SECONDS  # it waited the whole bound before saying so
     assert world.acceptors["dc1"]["artemis"] is True
     assert not [c for c in world.calls if c[0] in ("stop()", "start()", "reload")]
+
+
+def test_an_acceptor_read_after_a_change_waits_for_the_recreated_acceptor_with_the_cheap_read(world):
+    # the site_role module's read after it fenced or opened a site: one pattern read per try, no snapshot
+    world.recreating["dc1"] = 2
+    dc1, _dc2 = sites(world)
+    assert dc1.settled_acceptors(sleeper=lambda s: None) == {"artemis": True, "mirror": True}
+    assert world.calls == [("read acceptors", "dc1")] * 3
+
+
+def test_an_acceptor_read_gives_up_after_the_bound_and_returns_what_it_saw(world):
+    world.recreating["dc1"] = 10 ** 6
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    dc1, _dc2 = sites(world)
+    seen = dc1.settled_acceptors(clock=lambda: now[0], sleeper=sleep)
+    assert seen == {"mirror": True} and now[0] >= switch.ACCEPTOR_RECREATE_SECONDS
+    with pytest.raises(ValueError, match=r"client acceptor\(s\) artemis not found"):
+        site_role.derive_role(seen, dc1.client_acceptors)
 
 
 def test_unequal_queue_counts_block_the_switch(world):
