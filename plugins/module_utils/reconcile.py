@@ -12,9 +12,11 @@ NodeID and its message ids, so a backup's messages match what its primary mirror
 
 After a ``kill -9`` of a replicated primary the other site can hold copies the pair no longer has (docs/ha.md):
 **phantoms** (a send the dead primary mirrored before its backup had it, never confirmed to the producer) and **lost
-acknowledgements** (a message the pair settled whose acknowledgement the mirror never carried). Both are extra
-copies of messages that originated on the pair: a switch to the peer would deliver them (again). What this module
-can tell from the brokers alone is that origin; which of the two kinds a copy is needs the clients' records.
+acknowledgements** (a message the pair settled whose acknowledgement the mirror never carried; also, without any
+pair, one a broker was still applying when it stopped: Artemis 2.44.0 drops what its mirror target retries at a
+stop). Both are extra copies of messages that originated on the peer: a switch to the site holding them would deliver
+them (again). What this module can tell from the brokers alone is that origin; which of the two kinds a copy is
+needs the clients' records.
 
 Standard library only (plus the sibling module_utils).
 """
@@ -101,9 +103,9 @@ def decide(differences: Dict[str, dict], policy: str, old: str, new: str) -> dic
 
     said = []
     if from_old:
-        said.append("%s holds copies of messages that came from %s and that %s no longer has (after an HA "
-                    "takeover on %s: phantoms or lost acknowledgements, docs/ha.md): %s"
-                    % (new, old, old, old, listed(from_old)))
+        said.append("%s holds copies of messages that came from %s and that %s no longer has (phantoms or lost "
+                    "acknowledgements: after an HA takeover on %s, or a restart of %s while its mirror applied "
+                    "acknowledgements; docs/ha.md): %s" % (new, old, old, old, new, listed(from_old)))
     if other:
         said.append("%s holds messages %s never had: %s" % (new, old, listed(other)))
     if only_old:

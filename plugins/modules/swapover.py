@@ -142,8 +142,9 @@ options:
         annotations). A message only O(old_site) holds always stops the swapover (a switch could lose it).
       - C(refuse) stops and says what was found. C(remove) removes from O(new_site) the copies of messages that came
         from O(old_site) and that O(old_site) no longer holds (phantoms or lost acknowledgements after an HA takeover
-        on the old site, see docs/ha.md), then the gate runs again. C(keep) switches with the extra copies (clients
-        of O(new_site) receive them after the switch). Either way the reconcile phase of the evidence lists them.
+        on the old site or a restart of the new site's broker, see docs/ha.md), then the gate runs again. C(keep)
+        switches with the extra copies (clients of O(new_site) receive them after the switch). Either way the
+        reconcile phase of the evidence lists them.
     type: str
     choices: [refuse, remove, keep]
     default: refuse

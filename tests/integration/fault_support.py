@@ -212,12 +212,14 @@ def _service(lab: Lab, site: str, action: str) -> None:
     assert done.returncode == 0, f"artemis-service {action} of {site}: {done.stdout}{done.stderr}"
 
 
-def kill_broker(lab: Lab, site: str) -> None:
+def kill_broker(lab: Lab, site: str) -> dict:
     """kill -9 of a site's broker, and wait until the process is gone (its service script refuses to start while the
-    pid in its pid file is alive)."""
+    pid in its pid file is alive). Returns when (as restart_broker does, without ``answered``)."""
     pid = lab.broker_pid(site)
+    began = time.time()
     os.kill(pid, signal.SIGKILL)
     _wait_gone(pid, site, "kill -9", 30)
+    return {"site": site, "began": began, "stopped": time.time()}
 
 
 def start_broker(lab: Lab, site: str) -> None:
@@ -257,6 +259,34 @@ def restart_duplicates(receipts: list, restarts: list, slack: float = 2.0) -> tu
                   and any(r["recv_ts"] >= x["stopped"] for r in later) for x in restarts)
         (explained if hit else other).append(msg_id)
     return explained, other
+
+
+def restart_lost_ack_problems(copies: list, received: dict, restarts: list, holder: str,
+                              slack: float = 2.0) -> list:
+    """Why each copy ``holder`` keeps of a message its peer no longer has is NOT explained by a restart of
+    ``holder`` (empty list = all are). ``copies``: reconcile summaries (``user_id``), ``received``: msg_id ->
+    received records (ledger_by_msg_id).
+
+    Seen on Artemis 2.44.0 (docs/ha.md): a broker stopped while its mirror target still retried acknowledgements
+    the peer had sent (AckManager, logged ``AMQ229257: IDGenerator has been stopped`` at the stop) comes back
+    without them, so it keeps copies of messages a consumer acknowledged on the peer. A restart explains a copy when
+    its consumer acknowledged it on the peer from ``slack`` s before ``holder``'s stop began until it ended."""
+    problems = []
+    for copy in copies:
+        user_id = str(copy.get("user_id") or "")
+        msg_id = user_id[3:] if user_id.startswith("ID:") else user_id
+        receipts = sorted(received.get(msg_id, []), key=lambda r: r.get("recv_ts") or 0)
+        if not receipts:
+            problems.append(f"{user_id or copy.get('message_id')}: never received")
+            continue
+        first = receipts[0]
+        ack = first.get("ack_ts") or 0
+        if first.get("site") == holder or not any(
+                x["site"] == holder and x["began"] - slack <= ack <= x["stopped"] for x in restarts):
+            windows = [(round(x["began"], 3), round(x["stopped"], 3)) for x in restarts if x["site"] == holder]
+            problems.append(f"{user_id}: acknowledged on {first.get('site')} at {ack:.3f}, not on the peer of "
+                            f"{holder} while {holder} was stopping (its restarts: {windows})")
+    return problems
 
 
 def lose(lab: Lab, site: str = "dc1", keep_running: bool = False) -> None:
