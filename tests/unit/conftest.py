@@ -524,6 +524,26 @@ def recorded_capture():
     return recorded
 
 
+class FakeClock:
+    """A monotonic clock that moves only when the code under test sleeps (``sleeps`` lists each sleep)."""
+
+    def __init__(self):
+        self.t = 0.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.t += seconds
+
+
+@pytest.fixture
+def fake_clock():
+    return FakeClock()
+
+
 @pytest.fixture
 def jfake():
     """The helpers of this file for test modules (conftest files are not importable by name)."""

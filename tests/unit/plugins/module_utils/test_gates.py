@@ -111,19 +111,8 @@ def test_pre_2_40_pending_acks_unknown_fails(jfake):
     assert "pending_acks unknown" in ev["conditions"]["max_pending_acks"]["reason"]
 
 
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, s):
-        self.t += s
-
-
-def test_wait_until_requires_stable_samples():
-    clock = FakeClock()
+def test_wait_until_requires_stable_samples(fake_clock):
+    clock = fake_clock
     oks = iter([False, True, True, False, True, True, True])
     ev = lambda sample, prev: {"ok": sample, "failed": [] if sample else ["max_backlog"],  # noqa: E731
                                "conditions": {"max_backlog": {"ok": sample, "reason": None if sample else "big"}},
@@ -134,8 +123,8 @@ def test_wait_until_requires_stable_samples():
     assert [s["stable_streak"] for s in res["samples"]] == [0, 1, 2, 0, 1, 2, 3]
 
 
-def test_wait_until_times_out_with_last_failure():
-    clock = FakeClock()
+def test_wait_until_times_out_with_last_failure(fake_clock):
+    clock = fake_clock
     ev = lambda sample, prev: {"ok": False, "failed": ["connected"],  # noqa: E731
                                "conditions": {"connected": {"ok": False, "reason": "dc1/DC2 is not connected"}},
                                "directions": []}
@@ -146,8 +135,8 @@ def test_wait_until_times_out_with_last_failure():
     assert "dc1/DC2 is not connected" in res["reason"]
 
 
-def test_wait_until_stops_early_when_told_waiting_cannot_help():
-    clock = FakeClock()
+def test_wait_until_stops_early_when_told_waiting_cannot_help(fake_clock):
+    clock = fake_clock
     ev = lambda sample, prev: {"ok": False, "failed": ["queues_equal"],  # noqa: E731
                                "conditions": {"queues_equal": {"ok": False, "reason": "orders 3!=5"}},
                                "directions": []}
@@ -163,8 +152,8 @@ def test_wait_until_stops_early_when_told_waiting_cannot_help():
     assert res["ok"] and res["stopped_early"] is None and asked == []
 
 
-def test_wait_false_single_sample_and_not_yet_stable():
-    clock = FakeClock()
+def test_wait_false_single_sample_and_not_yet_stable(fake_clock):
+    clock = fake_clock
     ev = lambda sample, prev: {"ok": True, "failed": [], "conditions": {}, "directions": []}  # noqa: E731
     res = gates.wait_until(lambda: None, ev, 10, 1, stable_samples=2, wait=False, clock=clock, wall=clock,
                            sleeper=clock.sleep)

@@ -43,26 +43,13 @@ def refused():
     return exc
 
 
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-        self.sleeps = []
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.t += seconds
-
-
 def client(*answers):
     return jolokia.JolokiaClient(URL, username="admin", password="pw", retries=0, sleep=lambda s: None,
                                  transport=Scripted(*answers))
 
 
-def test_the_whole_startup_window_is_waited_through():
-    clock = Clock()
+def test_the_whole_startup_window_is_waited_through(fake_clock):
+    clock = fake_clock
     c = client(refused(), [NO_BROKERS], [NOT_STARTED], [NOT_STARTED], [started(False)], [started()])
     out = jolokia.wait_started(c, "dc1", timeout=30, sleep=1, clock=clock, pause=clock.sleep)
     assert out == {"broker_name": "dc1", "elapsed": 5.0, "attempts": 6}
@@ -71,15 +58,15 @@ def test_the_whole_startup_window_is_waited_through():
                                      "attribute": "Started"}]
 
 
-def test_the_broker_name_is_discovered_when_not_given():
-    clock = Clock()
+def test_the_broker_name_is_discovered_when_not_given(fake_clock):
+    clock = fake_clock
     c = client([NO_BROKERS], [BROKERS], [started()])
     out = jolokia.wait_started(c, None, timeout=30, sleep=2, clock=clock, pause=clock.sleep)
     assert out["broker_name"] == "dc1" and out["attempts"] == 2 and out["elapsed"] == 2.0
 
 
-def test_timeout_raises_the_last_answer_with_the_time_waited():
-    clock = Clock()
+def test_timeout_raises_the_last_answer_with_the_time_waited(fake_clock):
+    clock = fake_clock
     c = client(*([[NOT_STARTED]] * 4))
     with pytest.raises(jolokia.BrokerNotReady, match=r"after 3 s \(4 attempts\).*not started") as info:
         jolokia.wait_started(c, "dc1", timeout=3.5, sleep=1, clock=clock, pause=clock.sleep)
@@ -89,8 +76,8 @@ def test_timeout_raises_the_last_answer_with_the_time_waited():
         jolokia.wait_started(c, "dc1", timeout=1, sleep=1, clock=clock, pause=clock.sleep)
 
 
-def test_errors_no_wait_cures_fail_at_once():
-    clock = Clock()
+def test_errors_no_wait_cures_fail_at_once(fake_clock):
+    clock = fake_clock
     denied = {"status": 403, "error_type": "java.lang.Exception",
               "error": "java.lang.Exception : Origin http://dc1:8161 is not allowed to call this agent"}
     c = client([denied])
@@ -99,8 +86,8 @@ def test_errors_no_wait_cures_fail_at_once():
     assert clock.sleeps == []
 
 
-def test_an_unverifiable_certificate_fails_at_once():
-    clock = Clock()
+def test_an_unverifiable_certificate_fails_at_once(fake_clock):
+    clock = fake_clock
     cause = ssl.SSLCertVerificationError(1, "certificate verify failed: self-signed certificate")
     failed = jolokia.ConnectionFailed("TLS certificate of https://dc1:8161/ could not be verified")
     failed.__cause__ = cause

@@ -263,18 +263,14 @@ def test_preflight_reads_again_while_an_acceptor_is_being_recreated(world):
     assert world.recreating["dc2"] == 0
 
 
-def test_preflight_names_an_acceptor_that_stays_missing_and_changes_nothing(world):
+def test_preflight_names_an_acceptor_that_stays_missing_and_changes_nothing(world, fake_clock):
     world.recreating["dc2"] = 10 ** 6
-    now = [0.0]
-
-    def sleep(seconds):
-        now[0] += seconds
-
+    clock = fake_clock
     old, new = sites(world)
     with pytest.raises(ValueError, match=r"client acceptor\(s\) artemis not found on the broker; acceptors that "
                                          r"exist: mirror"):
-        switch.swapover(old, new, wait_sleep=0, clock=lambda: now[0], sleeper=sleep)
-    assert now[0] >= switch.ACCEPTOR_RECREATE_SECONDS  # it waited the whole bound before saying so
+        switch.swapover(old, new, wait_sleep=0, clock=clock, sleeper=clock.sleep)
+    assert clock.t >= switch.ACCEPTOR_RECREATE_SECONDS  # it waited the whole bound before saying so
     assert world.acceptors["dc1"]["artemis"] is True
     assert not [c for c in world.calls if c[0] in ("stop()", "start()", "reload")]
 
@@ -287,16 +283,12 @@ def test_an_acceptor_read_after_a_change_waits_for_the_recreated_acceptor_with_t
     assert world.calls == [("read acceptors", "dc1")] * 3
 
 
-def test_an_acceptor_read_gives_up_after_the_bound_and_returns_what_it_saw(world):
+def test_an_acceptor_read_gives_up_after_the_bound_and_returns_what_it_saw(world, fake_clock):
     world.recreating["dc1"] = 10 ** 6
-    now = [0.0]
-
-    def sleep(seconds):
-        now[0] += seconds
-
+    clock = fake_clock
     dc1, _dc2 = sites(world)
-    seen = dc1.settled_acceptors(clock=lambda: now[0], sleeper=sleep)
-    assert seen == {"mirror": True} and now[0] >= switch.ACCEPTOR_RECREATE_SECONDS
+    seen = dc1.settled_acceptors(clock=clock, sleeper=clock.sleep)
+    assert seen == {"mirror": True} and clock.t >= switch.ACCEPTOR_RECREATE_SECONDS
     with pytest.raises(ValueError, match=r"client acceptor\(s\) artemis not found"):
         site_role.derive_role(seen, dc1.client_acceptors)
 
