@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from runbook_support import ROOT, SITES, VENV_BIN, Lab, secrets_in
+from runbook_support import ROOT, SITES, VENV_BIN, Lab, msg_id_of, secrets_in
 
 CALLBACKS = Path(__file__).resolve().parent / "faults"
 
@@ -274,8 +274,7 @@ def restart_lost_ack_problems(copies: list, received: dict, restarts: list, hold
     problems = []
     for copy in copies:
         user_id = str(copy.get("user_id") or "")
-        msg_id = user_id[3:] if user_id.startswith("ID:") else user_id
-        receipts = sorted(received.get(msg_id, []), key=lambda r: r.get("recv_ts") or 0)
+        receipts = sorted(received.get(msg_id_of(user_id), []), key=lambda r: r.get("recv_ts") or 0)
         if not receipts:
             problems.append(f"{user_id or copy.get('message_id')}: never received")
             continue

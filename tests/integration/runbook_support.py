@@ -611,6 +611,12 @@ def ledger_by_msg_id(run_dir, name: str) -> tuple[dict, dict]:
     return sent, received
 
 
+def msg_id_of(user_id: object) -> str:
+    """The ledgers' msg_id of a browsed message's AMQP message id (``userID``, which Artemis shows as ``ID:<id>``)."""
+    text = str(user_id or "")
+    return text[3:] if text.startswith("ID:") else text
+
+
 def phantom_problems(messages: list, sent: dict, received: dict, pair_node_id: str, killed_at: float) -> list:
     """Why each message dc2 holds beyond the pair's is NOT explained by the kill (empty list = all are).
 
@@ -630,7 +636,7 @@ def phantom_problems(messages: list, sent: dict, received: dict, pair_node_id: s
     problems = []
     for m in messages:
         user_id = str(m.get("userID") or "")
-        msg_id = user_id[3:] if user_id.startswith("ID:") else user_id
+        msg_id = msg_id_of(user_id)
         props = {k.split(".", 1)[-1]: v for kind in ("LongProperties", "IntProperties", "StringProperties")
                  for k, v in (m.get(kind) or {}).items()}
         attempt = props.get("ct_attempt")
@@ -660,8 +666,7 @@ def kinds_of_extra(messages: list, sent: dict) -> tuple[int, int]:
     """(phantoms, lost acknowledgements) among messages phantom_problems accepted."""
     phantoms = 0
     for m in messages:
-        user_id = str(m.get("userID") or "")
-        msg_id = user_id[3:] if user_id.startswith("ID:") else user_id
+        msg_id = msg_id_of(m.get("userID"))
         attempt = ((m.get("LongProperties") or {}) | (m.get("IntProperties") or {}))
         attempt = next((v for k, v in attempt.items() if k.endswith("ct_attempt")), None)
         if any(r.get("attempt") == attempt and r.get("outcome") == "in_doubt" for r in sent.get(msg_id, [])):
