@@ -20,13 +20,13 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(PY)
 
 .PHONY: help venv collection lint sanity unit test-lab test-integration test-pipeline test-agent \
-        test-traffic molecule schemas plugin venv-oldest awx-collection ee-context test-plugin test lab-up lab-down demo bench build constraints system-deps clean
+        test-traffic molecule schemas plugin venv-oldest awx-collection ee-context test-plugin test lab-up lab-down demo bench build constraints system-deps clean pipeline-prepare
 
 help:
 	@echo "make demo   - set up everything, bring up the two-site lab and run a DR rehearsal"
 	@echo "make test   - set up everything and run every test layer (what CI runs)"
 	@echo "other: lab-up lab-down bench build lint sanity unit plugin test-lab test-integration"
-	@echo "       test-pipeline test-agent test-traffic molecule constraints awx-collection ee-context clean"
+	@echo "       test-pipeline test-agent test-traffic molecule pipeline-prepare constraints awx-collection ee-context clean"
 	@echo "make record - record the unit tests' Jolokia answers from a private real lab (RECORD_VERSION=$(RECORD_VERSION))"
 
 # --- environment --------------------------------------------------------------------------
@@ -102,11 +102,16 @@ test-lab: venv plugin venv-oldest
 # fault suite ran as the tail) and the swapovers' evidence, which the agent layer's RTO estimate test reads, was
 # recorded under that contention (its median error went from within 1 s to 1.19 s).
 INTEGRATION_WORKERS ?= 0
-test-integration: venv system-deps plugin
+test-integration: venv system-deps plugin pipeline-prepare
 	bash tests/run-pytest.sh integration -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration
 
-test-pipeline: venv system-deps
+test-pipeline: venv system-deps pipeline-prepare
 	bash tests/run-pytest.sh pipeline tests/pipeline
+
+# The driver JVM's class data sharing archive (~/.cache/continuity-pipeline; docs/pipeline.md): written once per
+# JVM and PySpark version, mapped by every later pipeline run (the demo's, the tests', the benchmarks').
+pipeline-prepare: venv
+	PYSPARK_PYTHON=$(PY) $(PY) -m continuity_pipeline prepare --quiet
 
 test-agent: venv system-deps plugin
 	bash tests/run-pytest.sh agent tests/agent
@@ -143,10 +148,10 @@ record: venv plugin
 	  --out $(ROOT)/tests/unit/fixtures/recorded/$(RECORD_VERSION)
 
 # --- the main job ------------------------------------------------------------------------
-demo: venv plugin
+demo: venv plugin pipeline-prepare
 	bash scripts/demo.sh
 
-bench: venv plugin
+bench: venv plugin pipeline-prepare
 	bash benchmarks/run.sh
 
 build: venv

@@ -134,7 +134,7 @@ def engine_spark_core(d: str, out: str) -> dict:
     files = sorted(glob.glob(f"{d}/**/sent-*.parquet", recursive=True)
                    + glob.glob(f"{d}/**/received-*.parquet", recursive=True))
     events = spark.read.schema(sc.RECORD).parquet(*files)
-    runinfo = spark.createDataFrame([], reconcile.RUNINFO_DDL).select(
+    runinfo = sparkmod.local_frame(spark, [], reconcile.RUNINFO_DDL).select(
         "run_id", "cutoff_ts", F.xxhash64("lost_site").alias("lost_site_c"))
     msg = reconcile.message_level(reconcile.ledger_events(events).repartition("run_id", "msg_id"), runinfo)
     dup = F.col("duplicate")

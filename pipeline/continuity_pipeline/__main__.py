@@ -1,4 +1,4 @@
-"""Command line: ``python -m continuity_pipeline {run,generate,package}``.
+"""Command line: ``python -m continuity_pipeline {run,generate,package,prepare}``.
 
 Also the spark-submit entry point: ``spark-submit --py-files continuity_pipeline.zip
 pipeline/continuity_pipeline/__main__.py run ...``. Run as a plain script, this file is not inside its package,
@@ -72,12 +72,19 @@ def _add_package(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="build/continuity_pipeline.zip")
 
 
+def _add_prepare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prepare", help="write the driver JVM's class archive once; later runs start faster")
+    p.add_argument("--force", action="store_true", help="write it again even if one is in place")
+    p.add_argument("--quiet", action="store_true")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="continuity_pipeline", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     _add_run(sub)
     _add_generate(sub)
     _add_package(sub)
+    _add_prepare(sub)
     args = parser.parse_args(argv)
     if args.cmd == "generate":
         from continuity_pipeline.generate import GenerateError, GenParams, generate
@@ -102,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         path = build_zip(args.out)
         print(path)
         return 0
+    if args.cmd == "prepare":
+        from continuity_pipeline.prepare import prepare
+
+        return prepare(force=args.force, quiet=args.quiet)
     from continuity_pipeline.jobs import run_cli
 
     return run_cli(args)

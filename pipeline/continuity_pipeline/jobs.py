@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from continuity_pipeline import analysis, outputs, reader, reconcile, report
 from continuity_pipeline import schemas as sc
+from continuity_pipeline import spark as sparkmod
 
 LAG_POINTS = 300  # points per (run, site) in the report's lag chart
 
@@ -172,7 +173,7 @@ def _last_samples(spark: SparkSession, lag: DataFrame, switch_rows: list[tuple])
     the reachable sample before it of the same site and connection (the sample interval)."""
     if not switch_rows:
         return {}
-    sw = spark.createDataFrame(switch_rows, reconcile.SWITCH_DDL)
+    sw = sparkmod.local_frame(spark, switch_rows, reconcile.SWITCH_DDL)
     w = Window.partitionBy("run_id", "site", "connection").orderBy("ts")
     lag = lag.filter(F.col("reachable")).withColumn("prev_ts", F.lag("ts").over(w))
     cols = [c for c in lag.columns if c != "run_id"]
@@ -186,8 +187,8 @@ EVENTS_PER_SHUFFLE_PARTITION = 1_000_000  # ~0.5 M messages: a per-task hash map
 
 
 def _size_shuffle(spark: SparkSession, records: int) -> None:
-    """Scale the shuffle partition count with the input (AQE merges partitions that turn out small), so the
-    per-message hash aggregation stays in memory at 100 M events as well as at 1,000."""
+    """Scale the shuffle partition count with the input, so the per-message hash aggregation stays in memory at
+    100 M events as well as at 1,000."""
     configured = int(spark.conf.get("spark.sql.shuffle.partitions"))
     wanted = -(-records // EVENTS_PER_SHUFFLE_PARTITION)
     if wanted > configured:
@@ -336,8 +337,6 @@ def verdict_table(result: dict) -> str:
 
 
 def run_cli(args) -> int:
-    from continuity_pipeline import spark as sparkmod
-
     progress = Progress(args.quiet)
     progress("starting Spark")
     size = reader.local_size(args.evidence)

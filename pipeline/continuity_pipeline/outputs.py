@@ -14,6 +14,7 @@ from pyspark.sql import types as T
 
 from continuity_pipeline import reconcile
 from continuity_pipeline import schemas as sc
+from continuity_pipeline.spark import local_frame
 
 MAX_BAD_EXAMPLES = 1000
 
@@ -65,7 +66,7 @@ def _typed(row: dict, schema: T.StructType) -> tuple:
 
 
 def _small(spark: SparkSession, rows: list[dict], schema: T.StructType) -> DataFrame:
-    return spark.createDataFrame([_typed(r, schema) for r in rows], schema)
+    return local_frame(spark, [_typed(r, schema) for r in rows], schema)
 
 
 def small_table_writes(spark: SparkSession, out: str, result: dict) -> list[Callable[[], None]]:

@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 
 from continuity_pipeline import schemas as sc
 from continuity_pipeline import validate
+from continuity_pipeline.spark import local_frame
 
 # Plain ``.json`` files in a directory are not evidence by convention (reports, manifests); name them explicitly
 # on the command line to read them as JSON lines.
@@ -375,7 +376,7 @@ def prepare(spark: SparkSession, paths: Sequence[str]) -> Prepared:
     if files.parquet:
         parts.append(_parse_parquet(spark, files.parquet))
     if not parts:
-        empty = spark.createDataFrame([], sc.RECORD)
+        empty = local_frame(spark, [], sc.RECORD)
         return Prepared(files, None, empty.withColumn("_file", F.lit(None).cast("string")))
     parsed = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     parsed = parsed.withColumn("_file", _strip_scheme(F.col("_file")))
@@ -418,7 +419,7 @@ def statistics(spark: SparkSession, prep: Prepared, progress=None, piggy: PiggyB
     ``piggy``'s aggregate. A second action collects the bad rows' line positions only when there are bad rows."""
     files, parsed = prep.files, prep.parsed
     if parsed is None:
-        bad = spark.createDataFrame([_bad_tuple(p) for p in files.problems], sc.BAD_RECORD)
+        bad = local_frame(spark, [_bad_tuple(p) for p in files.problems], sc.BAD_RECORD)
         return Evidence(prep.records, bad, files, [])
 
     # Per-file (and per-split for JSON lines) statistics: small, one row per split (and piggy-back key).
@@ -461,12 +462,12 @@ def statistics(spark: SparkSession, prep: Prepared, progress=None, piggy: PiggyB
 
     bad_rows = parsed.filter(F.col("_bad")).withColumn("_reason", _reason())
     if block_rows:
-        blocks = spark.createDataFrame(block_rows, "_file string, _block long, _min_mid long, _prior long")
+        blocks = local_frame(spark, block_rows, "_file string, _block long, _min_mid long, _prior long")
         bad_rows = (bad_rows.join(F.broadcast(blocks), ["_file", "_block"], "left")
                     .withColumn("_line", F.coalesce(F.col("_line"),
                                                     F.col("_prior") + F.col("_mid") - F.col("_min_mid") + 1)))
     total_lines = {p: e["lines"] for p, e in per_file.items()}
-    totals = spark.createDataFrame(sorted(total_lines.items()) or [("", 0)], "_file string, _total long")
+    totals = local_frame(spark, sorted(total_lines.items()) or [("", 0)], "_file string, _total long")
     reason = F.when(F.col("_reason") == "__explain__", _explain_udf(F.col("_value"))).otherwise(F.col("_reason"))
     # A JSON line cut in the middle at the very end of a file is what a writer killed with -9 leaves behind:
     # reported as a warning, not an error (docs/evidence.md: the ledger is then reported as truncated).
@@ -480,7 +481,7 @@ def statistics(spark: SparkSession, prep: Prepared, progress=None, piggy: PiggyB
                    F.col("kind"), F.col("run_id"),
                    F.substring("_value", 1, 160).alias("excerpt")))
     if files.problems:
-        bad = bad.unionByName(spark.createDataFrame([_bad_tuple(p) for p in files.problems], sc.BAD_RECORD))
+        bad = bad.unionByName(local_frame(spark, [_bad_tuple(p) for p in files.problems], sc.BAD_RECORD))
     if progress:
         progress(f"read {len(file_stats)} file(s): {sum(e['records'] for e in file_stats):,} records, "
                  f"{sum(e['bad'] for e in file_stats):,} bad records, {len(files.problems)} file problem(s)")

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from continuity_pipeline import reader
+from continuity_pipeline.spark import local_frame
 
 RUNINFO_DDL = "run_id string, cutoff_ts double, lost_site string"
 SWITCH_DDL = "run_id string, switch_id string, start_ts double, old_site string, new_site string"
@@ -229,7 +230,7 @@ def _add_codes(spark: SparkSession, rows: list[dict]) -> list[dict]:
     """The writer aggregate's rows with each string's ``xxhash64`` code (computed by Spark, on the few distinct
     strings, so it is the same function the events are coded with) and the writer's name."""
     values = sorted({(c, r[c]) for r in rows for c in CODED if r[c] is not None})
-    coded = {(c, v): h for c, v, h in spark.createDataFrame(values or [("", "")], "c string, v string")
+    coded = {(c, v): h for c, v, h in local_frame(spark, values or [("", "")], "c string, v string")
              .select("c", "v", F.xxhash64("v").alias("h")).collect()}
     out = []
     for r in rows:
@@ -256,7 +257,7 @@ def _decode(df: DataFrame, spark: SparkSession, dictionary: list[dict], cols: di
     """Replace code columns by their strings (``cols``: code column -> (CODED name, output column))."""
     for code_col, (coded, out) in cols.items():
         pairs = sorted({(r[coded + "_c"], r[coded]) for r in dictionary if r[coded + "_c"] is not None})
-        lookup = spark.createDataFrame(pairs or [(0, None)], f"{code_col} long, {out} string")
+        lookup = local_frame(spark, pairs or [(0, None)], f"{code_col} long, {out} string")
         df = df.join(F.broadcast(lookup), code_col, "left").drop(code_col)
     return df
 
@@ -334,7 +335,7 @@ def reconcile(spark: SparkSession, records: DataFrame, runinfo_rows: list[tuple]
     # (with a pool: computed while the big aggregation below runs; it is needed only after it)
     codes = pool.submit(_add_codes, spark, writer_rows) if pool is not None else None
     dict_rows = _add_codes(spark, writer_rows) if codes is None else []
-    runinfo = spark.createDataFrame(runinfo_rows, RUNINFO_DDL).select(
+    runinfo = local_frame(spark, runinfo_rows, RUNINFO_DDL).select(
         "run_id", "cutoff_ts", _code("lost_site").alias("lost_site_c"))
 
     # Step 2 (the big one): one shuffle of the narrow events, the aggregation per message, the out-of-order

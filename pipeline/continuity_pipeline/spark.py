@@ -5,9 +5,18 @@ from __future__ import annotations
 import os
 import sys
 
-from pyspark.sql import SparkSession
+from pyspark import SparkContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from continuity_pipeline import class_archive
 
 SHORT_LIVED_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# The driver is a batch process: the throughput collector gives the tasks more of the 2 cores than G1 with its
+# concurrent threads (10 M events: ~0.5 s of ~14, benchmarks/README.md).
+LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+
+_writing_archive: tuple[str, str] | None = None  # (archive, partial) this process's JVM writes when it exits
 
 
 def under_spark_submit() -> bool:
@@ -15,13 +24,18 @@ def under_spark_submit() -> bool:
 
 
 def session(master: str | None = None, app_name: str = "continuity-pipeline", shuffle_partitions: int = 8,
-            driver_memory: str | None = None, ui: bool = False, short_lived: bool = False) -> SparkSession:
+            driver_memory: str | None = None, ui: bool = False, short_lived: bool = False,
+            write_class_archive: str | None = None) -> SparkSession:
     """A SparkSession for the pipeline.
 
     ``master`` None means: keep what spark-submit configured, else ``local[2]`` (a plain ``python -m`` run).
-    AQE stays on so the shuffle partition count adapts to the data; the initial count is small because a
-    rehearsal's ledgers are millions of rows, not billions.
+    AQE stays on (broadcast joins and skew handling adapt to the data) but does not merge shuffle partitions: the
+    initial count is small because a rehearsal's ledgers are millions of rows, not billions.
+
+    A driver JVM this call launches maps the class data sharing archive ``prepare`` wrote (``class_archive``);
+    ``write_class_archive`` (an archive path) makes it write one instead, which ``finish`` installs.
     """
+    global _writing_archive
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     # spark-submit starts the JVM first and hands the Python driver its gateway port: then the master and the
@@ -36,14 +50,28 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
                        .config("spark.driver.bindAddress", "127.0.0.1"))
     if driver_memory and not under_spark_submit():
         builder = builder.config("spark.driver.memory", driver_memory)
-    if short_lived and not under_spark_submit():
-        # A run over a small input is over before the JIT's optimizing compiler (C2) pays back: it compiled
-        # ~24,000 methods (1.5 min of compiler threads, measured with JFR on a rehearsal's evidence). The quick
-        # compiler alone halves the JVM's CPU time there; a big input keeps the default.
-        builder = builder.config("spark.driver.extraJavaOptions", SHORT_LIVED_JAVA_OPTIONS)
+    # options for the driver JVM this call launches (spark-submit launched its own; a second session reuses it)
+    archive = None
+    if SparkContext._gateway is None and not under_spark_submit():
+        java_options = [LOCAL_JAVA_OPTIONS]
+        if short_lived:
+            # A run over a small input is over before the JIT's optimizing compiler (C2) pays back: it compiled
+            # ~24,000 methods (1.5 min of compiler threads, measured with JFR on a rehearsal's evidence). The quick
+            # compiler alone halves the JVM's CPU time there; a big input keeps the default.
+            java_options.append(SHORT_LIVED_JAVA_OPTIONS)
+        if write_class_archive:
+            archive = (write_class_archive, class_archive.partial_path(write_class_archive))
+            java_options.append(class_archive.write_options(archive[1]))
+        else:
+            mapped = class_archive.use_option(class_archive.archive_path(pyspark_version()))
+            java_options += [mapped] if mapped else []
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     builder = (builder
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.sql.adaptive.enabled", "true")
+               # The initial count is already small (a multiple of the cores); merging partitions left 3 tasks
+               # for 2 cores in two of the three big stages (10 M events: ~0.4 s of ~13, benchmarks/README.md).
+               .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", "true" if ui else "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -63,4 +91,45 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
                .config("spark.sql.codegen.maxFields", "400"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if archive is not None:
+        _writing_archive = archive
     return spark
+
+
+def pyspark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def finish(spark: SparkSession) -> bool:
+    """Stop the session. If its JVM was asked to write a class archive, let that JVM exit now (it writes the archive
+    as it exits) and install the archive; True when one was installed. A later ``session`` in this process starts
+    a new JVM."""
+    global _writing_archive
+    spark.stop()
+    writing, _writing_archive = _writing_archive, None
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if writing is None or gateway is None or proc is None:
+        return False
+    gateway.close()
+    code = class_archive.wait_exit(proc)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return class_archive.install(*writing, code)
+
+
+def local_frame(spark: SparkSession, rows: list[tuple], schema: str | T.StructType) -> DataFrame:
+    """A DataFrame of a few driver-side rows (``schema``: DDL or StructType), handed to the JVM as Arrow.
+
+    Why not ``createDataFrame(rows)``: that converts the rows in a Python worker, whose first start took ~0.8 s and
+    every later call ~0.2 s, with both cores held (the pipeline builds about ten such tables per run)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    struct = _parse_datatype_string(schema) if isinstance(schema, str) else schema
+    names = struct.names
+    table = pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows], schema=to_arrow_schema(struct))
+    return spark.createDataFrame(table)
