@@ -127,9 +127,9 @@ def local_frame(spark: SparkSession, rows: list[tuple], schema: str | T.StructTy
     every later call ~0.2 s, with both cores held (the pipeline builds about ten such tables per run)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import _parse_datatype_string
 
-    struct = _parse_datatype_string(schema) if isinstance(schema, str) else schema
+    struct = T.StructType.fromDDL(schema) if isinstance(schema, str) else schema
+    assert isinstance(struct, T.StructType), schema
     names = struct.names
     table = pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows], schema=to_arrow_schema(struct))
     return spark.createDataFrame(table)
