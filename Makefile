@@ -109,7 +109,7 @@ test-pipeline: venv system-deps pipeline-prepare
 	bash tests/run-pytest.sh pipeline tests/pipeline
 
 # The driver JVM's class data sharing archive (~/.cache/continuity-pipeline; docs/pipeline.md): written once per
-# JVM and PySpark version, mapped by every later pipeline run (the demo's, the tests', the benchmarks').
+# JVM and PySpark installation, mapped by every later pipeline run (the demo's, the tests', the benchmarks').
 pipeline-prepare: venv
 	PYSPARK_PYTHON=$(PY) $(PY) -m continuity_pipeline prepare --quiet
 

@@ -9,7 +9,7 @@ exit), which is why an operator's run never does it.
 
 The JVM checks an archive against its own build and class path and ignores one that does not match (a warning,
 then a normal start), so a stale archive costs speed, never correctness. The name carries the JVM and the PySpark
-version, so upgrading either means running ``prepare`` again. The archive is written under a partial name and
+installation, so upgrading either means running ``prepare`` again. The archive is written under a partial name and
 renamed into place only after that JVM exited with status 0: a half-written file is never mapped.
 """
 
@@ -43,13 +43,17 @@ def java_binary(environ: dict | None = None) -> str | None:
     return os.path.realpath(found) if found and os.path.exists(found) else None
 
 
-def archive_path(pyspark_version: str, environ: dict | None = None) -> str | None:
-    """Where the archive for this JVM and PySpark lives; None when archives are off or no java is found."""
+def archive_path(pyspark_version: str, pyspark_dir: str, environ: dict | None = None) -> str | None:
+    """Where the archive for this JVM and this PySpark installation lives; None when archives are off or no java
+    is found. The JVM maps an archive only with the exact class path (jar paths, sizes, times) it was written
+    with: two virtualenvs with the same PySpark version each get their own, and a reinstall a new one."""
     directory, java = cache_dir(environ), java_binary(environ)
     if directory is None or java is None:
         return None
     st = os.stat(java)
-    key = f"{java}|{st.st_size}|{int(st.st_mtime)}|{pyspark_version}".encode()
+    jars = os.path.join(pyspark_dir, "jars")
+    jars_time = int(os.stat(jars).st_mtime) if os.path.isdir(jars) else 0
+    key = f"{java}|{st.st_size}|{int(st.st_mtime)}|{pyspark_version}|{os.path.realpath(jars)}|{jars_time}".encode()
     return os.path.join(directory, f"spark-{pyspark_version}-{hashlib.sha256(key).hexdigest()[:12]}.jsa")
 
 

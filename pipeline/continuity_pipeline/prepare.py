@@ -19,7 +19,7 @@ def prepare(force: bool = False, quiet: bool = False) -> int:
     from continuity_pipeline import spark as sparkmod
     from continuity_pipeline.generate import GenParams, generate
 
-    archive = class_archive.archive_path(sparkmod.pyspark_version())
+    archive = sparkmod.archive_path()
     if archive is None:
         print(f"class archive: off ({class_archive.ENV_DIR}=off, or no java found)")
         return 0

@@ -63,7 +63,7 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
             archive = (write_class_archive, class_archive.partial_path(write_class_archive))
             java_options.append(class_archive.write_options(archive[1]))
         else:
-            mapped = class_archive.use_option(class_archive.archive_path(pyspark_version()))
+            mapped = class_archive.use_option(archive_path())
             java_options += [mapped] if mapped else []
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     builder = (builder
@@ -96,10 +96,12 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
     return spark
 
 
-def pyspark_version() -> str:
+def archive_path(environ: dict | None = None) -> str | None:
+    """The class archive for this JVM and the PySpark installation this process imports (``class_archive``)."""
     import pyspark
 
-    return pyspark.__version__
+    return class_archive.archive_path(pyspark.__version__, os.path.dirname(os.path.abspath(pyspark.__file__)),
+                                      environ)
 
 
 def finish(spark: SparkSession) -> bool:

@@ -22,11 +22,20 @@ def test_the_archive_is_per_jvm_and_pyspark_and_can_be_turned_off(tmp_path):
     env = {"CONTINUITY_PIPELINE_CACHE_DIR": str(tmp_path), "PATH": os.environ["PATH"]}
     if "JAVA_HOME" in os.environ:
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-    a = class_archive.archive_path("4.0.1", env)
+    venv1, venv2 = tmp_path / "venv1" / "pyspark", tmp_path / "venv2" / "pyspark"
+    for d in (venv1, venv2):
+        (d / "jars").mkdir(parents=True)
+    a = class_archive.archive_path("4.0.1", str(venv1), env)
     assert a is not None and os.path.dirname(a) == str(tmp_path) and a.endswith(".jsa")
-    assert class_archive.archive_path("4.0.2", env) != a  # an upgrade does not map the old archive
-    assert class_archive.archive_path("4.0.1", {**env, "CONTINUITY_PIPELINE_CACHE_DIR": "off"}) is None
-    assert class_archive.archive_path("4.0.1", {"CONTINUITY_PIPELINE_CACHE_DIR": str(tmp_path), "PATH": "/none"}) \
+    assert class_archive.archive_path("4.0.1", str(venv1), env) == a
+    assert class_archive.archive_path("4.0.2", str(venv1), env) != a  # an upgrade does not map the old archive
+    # another virtualenv with the same version has other jar paths: the JVM would refuse this one
+    assert class_archive.archive_path("4.0.1", str(venv2), env) != a
+    os.utime(venv1 / "jars", (1, 1))  # reinstalled in place: new jar times
+    assert class_archive.archive_path("4.0.1", str(venv1), env) != a
+    assert class_archive.archive_path("4.0.1", str(venv1), {**env, "CONTINUITY_PIPELINE_CACHE_DIR": "off"}) is None
+    assert class_archive.archive_path("4.0.1", str(venv1),
+                                      {"CONTINUITY_PIPELINE_CACHE_DIR": str(tmp_path), "PATH": "/none"}) \
         is None  # no java: nothing to name it after
     assert class_archive.use_option(a) is None  # not written yet: nothing to map
     home = class_archive.cache_dir({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
@@ -51,7 +60,7 @@ def _python(code: str, tmp_path, **env) -> subprocess.CompletedProcess:
 
 
 def test_prepare_wrote_an_archive_that_the_jvm_maps(tmp_path):
-    archive = class_archive.archive_path(sparkmod.pyspark_version())
+    archive = sparkmod.archive_path()
     assert archive is not None, "class archives are off or no java was found"
     assert os.path.isfile(archive), (
         f"no class archive at {archive}: `make test-pipeline` runs `python -m continuity_pipeline prepare` first "
@@ -73,8 +82,7 @@ def test_prepare_wrote_an_archive_that_the_jvm_maps(tmp_path):
 def test_an_unusable_archive_costs_speed_not_the_run(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
-    archive = class_archive.archive_path(sparkmod.pyspark_version(), {**os.environ,
-                                                                     "CONTINUITY_PIPELINE_CACHE_DIR": str(cache)})
+    archive = sparkmod.archive_path({**os.environ, "CONTINUITY_PIPELINE_CACHE_DIR": str(cache)})
     with open(archive, "wb") as fh:
         fh.write(b"\0" * 4096)  # e.g. truncated by a full disk
     refused = _python(START, tmp_path, CONTINUITY_PIPELINE_CACHE_DIR=str(cache), JAVA_TOOL_OPTIONS="-Xshare:on")
