@@ -15,7 +15,9 @@ renamed into place only after that JVM exited with status 0: a half-written file
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -50,11 +52,44 @@ def archive_path(pyspark_version: str, pyspark_dir: str, environ: dict | None = 
     directory, java = cache_dir(environ), java_binary(environ)
     if directory is None or java is None:
         return None
+    name = _name(java, pyspark_version, pyspark_dir)
+    return os.path.join(directory, name) if name else None
+
+
+def _name(java: str, pyspark_version: str, pyspark_dir: str) -> str | None:
+    if not os.path.isfile(java):
+        return None
     st = os.stat(java)
     jars = os.path.join(pyspark_dir, "jars")
     jars_time = int(os.stat(jars).st_mtime) if os.path.isdir(jars) else 0
     key = f"{java}|{st.st_size}|{int(st.st_mtime)}|{pyspark_version}|{os.path.realpath(jars)}|{jars_time}".encode()
-    return os.path.join(directory, f"spark-{pyspark_version}-{hashlib.sha256(key).hexdigest()[:12]}.jsa")
+    return f"spark-{pyspark_version}-{hashlib.sha256(key).hexdigest()[:12]}.jsa"
+
+
+def record(archive: str, pyspark_version: str, pyspark_dir: str, environ: dict | None = None) -> None:
+    """Note next to an archive what it was written for, so ``remove_stale`` can tell when it can never be mapped."""
+    with open(archive + ".json", "w") as fh:
+        json.dump({"java": java_binary(environ), "pyspark_version": pyspark_version, "pyspark_dir": pyspark_dir}, fh)
+
+
+def remove_stale(directory: str) -> list[str]:
+    """Delete the archives whose JVM or PySpark installation is gone or was replaced (their name would differ now):
+    the JVM could never map them again. Returns what was deleted."""
+    removed = []
+    for note in sorted(glob.glob(os.path.join(directory, "spark-*.jsa.json"))):
+        archive = note[: -len(".json")]
+        try:
+            with open(note) as fh:
+                meta = json.load(fh)
+            current = _name(meta["java"] or "", meta["pyspark_version"], meta["pyspark_dir"])
+        except (OSError, ValueError, KeyError, TypeError):
+            current = None
+        if current != os.path.basename(archive):
+            for path in (archive, note):
+                if os.path.exists(path):
+                    os.remove(path)
+            removed.append(archive)
+    return removed
 
 
 def use_option(archive: str | None) -> str | None:

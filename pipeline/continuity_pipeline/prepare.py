@@ -2,7 +2,8 @@
 
 One pipeline run over a small generated evidence (a swapover in JSON lines and a failover in Parquet, so both
 readers, every stage and the HTML report load their classes) with a JVM that writes the archive as it exits.
-Idempotent: an archive already in place for this JVM and PySpark is kept unless ``force``.
+Idempotent: an archive already in place for this JVM and PySpark is kept unless ``force``. Archives of JVMs or
+PySpark installations that are gone or were replaced are deleted after a new one is written.
 """
 
 from __future__ import annotations
@@ -49,5 +50,8 @@ def prepare(force: bool = False, quiet: bool = False) -> int:
         print(f"error: the JVM did not write the class archive {archive}; runs work without it, only slower",
               file=sys.stderr)
         return 1
+    class_archive.record(archive, *sparkmod.pyspark_install())
     print(f"class archive: written {archive} ({os.path.getsize(archive) / 2**20:.0f} MiB)")
+    for old in class_archive.remove_stale(os.path.dirname(archive)):
+        print(f"class archive: removed {old} (its JVM or PySpark installation is gone or was replaced)")
     return 0

@@ -96,12 +96,16 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
     return spark
 
 
-def archive_path(environ: dict | None = None) -> str | None:
-    """The class archive for this JVM and the PySpark installation this process imports (``class_archive``)."""
+def pyspark_install() -> tuple[str, str]:
+    """The version and the directory of the PySpark this process imports."""
     import pyspark
 
-    return class_archive.archive_path(pyspark.__version__, os.path.dirname(os.path.abspath(pyspark.__file__)),
-                                      environ)
+    return pyspark.__version__, os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def archive_path(environ: dict | None = None) -> str | None:
+    """The class archive for this JVM and the PySpark installation this process imports (``class_archive``)."""
+    return class_archive.archive_path(*pyspark_install(), environ)
 
 
 def finish(spark: SparkSession) -> bool:

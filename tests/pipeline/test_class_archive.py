@@ -31,8 +31,16 @@ def test_the_archive_is_per_jvm_and_pyspark_and_can_be_turned_off(tmp_path):
     assert class_archive.archive_path("4.0.2", str(venv1), env) != a  # an upgrade does not map the old archive
     # another virtualenv with the same version has other jar paths: the JVM would refuse this one
     assert class_archive.archive_path("4.0.1", str(venv2), env) != a
+    for path in (a, b := class_archive.archive_path("4.0.1", str(venv2), env)):
+        with open(path, "wb") as fh:
+            fh.write(b"archive")
+    class_archive.record(a, "4.0.1", str(venv1), env)
+    class_archive.record(b, "4.0.1", str(venv2), env)
+    assert class_archive.remove_stale(str(tmp_path)) == []  # both can still be mapped
     os.utime(venv1 / "jars", (1, 1))  # reinstalled in place: new jar times
     assert class_archive.archive_path("4.0.1", str(venv1), env) != a
+    assert class_archive.remove_stale(str(tmp_path)) == [a]  # that one can never be mapped again
+    assert not os.path.exists(a) and not os.path.exists(a + ".json") and os.path.exists(b)
     assert class_archive.archive_path("4.0.1", str(venv1), {**env, "CONTINUITY_PIPELINE_CACHE_DIR": "off"}) is None
     assert class_archive.archive_path("4.0.1", str(venv1),
                                       {"CONTINUITY_PIPELINE_CACHE_DIR": str(tmp_path), "PATH": "/none"}) \
