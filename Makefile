@@ -110,8 +110,10 @@ test-pipeline: venv system-deps pipeline-prepare
 
 # The driver JVM's class data sharing archive (~/.cache/continuity-pipeline; docs/pipeline.md): written once per
 # JVM and PySpark installation, mapped by every later pipeline run (the demo's, the tests', the benchmarks').
+# Without it runs only start slower, so a failure here warns and goes on (test_class_archive.py still fails).
 pipeline-prepare: venv
-	PYSPARK_PYTHON=$(PY) $(PY) -m continuity_pipeline prepare --quiet
+	PYSPARK_PYTHON=$(PY) $(PY) -m continuity_pipeline prepare --quiet || \
+	  echo "warning: no class archive was written (above); pipeline runs work without it, only slower"
 
 test-agent: venv system-deps plugin
 	bash tests/run-pytest.sh agent tests/agent
