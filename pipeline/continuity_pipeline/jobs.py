@@ -51,8 +51,8 @@ def run_pipeline(spark: SparkSession, evidence: list[str], out: str, cli_targets
 
 
 def _small_input_conf(spark: SparkSession) -> dict:
-    """Small input: adaptive execution would make every shuffle a job of its own and re-plan after it, for
-    partitions it has nothing to coalesce; one shuffle partition per core is enough. Returns what to restore."""
+    """Small input: adaptive execution would make every shuffle a job of its own and re-plan after it, for data
+    that small; one shuffle partition per core is enough. Returns what to restore."""
     wanted = {"spark.sql.adaptive.enabled": "false",
               "spark.sql.shuffle.partitions": str(spark.sparkContext.defaultParallelism),
               # the cached evidence is small: compressing its columns costs more than it saves

@@ -12,14 +12,12 @@ import os
 import sys
 import tempfile
 
-from continuity_pipeline import class_archive
+from continuity_pipeline import class_archive, jobs
+from continuity_pipeline import spark as sparkmod
+from continuity_pipeline.generate import GenParams, generate
 
 
 def prepare(force: bool = False, quiet: bool = False) -> int:
-    from continuity_pipeline import jobs
-    from continuity_pipeline import spark as sparkmod
-    from continuity_pipeline.generate import GenParams, generate
-
     archive = sparkmod.archive_path()
     if archive is None:
         print(f"class archive: off ({class_archive.ENV_DIR}=off, or no java found)")
@@ -45,7 +43,7 @@ def prepare(force: bool = False, quiet: bool = False) -> int:
         try:
             jobs.run_pipeline(spark, [evidence], os.path.join(tmp, "out"), {}, progress, html=True)
         finally:
-            installed = sparkmod.finish(spark)
+            installed = sparkmod.finish(spark, archive)
     if not installed:
         print(f"error: the JVM did not write the class archive {archive}; runs work without it, only slower",
               file=sys.stderr)

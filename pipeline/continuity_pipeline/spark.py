@@ -16,8 +16,6 @@ SHORT_LIVED_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 # concurrent threads (10 M events: ~0.5 s of ~14, benchmarks/README.md).
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
-_writing_archive: tuple[str, str] | None = None  # (archive, partial) this process's JVM writes when it exits
-
 
 def under_spark_submit() -> bool:
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
@@ -35,7 +33,6 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
     A driver JVM this call launches maps the class data sharing archive ``prepare`` wrote (``class_archive``);
     ``write_class_archive`` (an archive path) makes it write one instead, which ``finish`` installs.
     """
-    global _writing_archive
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     # spark-submit starts the JVM first and hands the Python driver its gateway port: then the master and the
@@ -51,7 +48,6 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
     if driver_memory and not under_spark_submit():
         builder = builder.config("spark.driver.memory", driver_memory)
     # options for the driver JVM this call launches (spark-submit launched its own; a second session reuses it)
-    archive = None
     if SparkContext._gateway is None and not under_spark_submit():
         java_options = [LOCAL_JAVA_OPTIONS]
         if short_lived:
@@ -60,8 +56,7 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
             # compiler alone halves the JVM's CPU time there; a big input keeps the default.
             java_options.append(SHORT_LIVED_JAVA_OPTIONS)
         if write_class_archive:
-            archive = (write_class_archive, class_archive.partial_path(write_class_archive))
-            java_options.append(class_archive.write_options(archive[1]))
+            java_options.append(class_archive.write_options(class_archive.partial_path(write_class_archive)))
         else:
             mapped = class_archive.use_option(archive_path())
             java_options += [mapped] if mapped else []
@@ -91,8 +86,6 @@ def session(master: str | None = None, app_name: str = "continuity-pipeline", sh
                .config("spark.sql.codegen.maxFields", "400"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if archive is not None:
-        _writing_archive = archive
     return spark
 
 
@@ -108,22 +101,20 @@ def archive_path(environ: dict | None = None) -> str | None:
     return class_archive.archive_path(*pyspark_install(), environ)
 
 
-def finish(spark: SparkSession) -> bool:
-    """Stop the session. If its JVM was asked to write a class archive, let that JVM exit now (it writes the archive
-    as it exits) and install the archive; True when one was installed. A later ``session`` in this process starts
-    a new JVM."""
-    global _writing_archive
+def finish(spark: SparkSession, written_class_archive: str) -> bool:
+    """Stop the session of ``session(write_class_archive=...)``, let its JVM exit now (it writes the archive as it
+    exits) and install the archive; True when one was installed. A later ``session`` in this process starts a new
+    JVM."""
     spark.stop()
-    writing, _writing_archive = _writing_archive, None
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
-    if writing is None or gateway is None or proc is None:
+    if gateway is None or proc is None:
         return False
     gateway.close()
     code = class_archive.wait_exit(proc)
     SparkContext._gateway = None
     SparkContext._jvm = None
-    return class_archive.install(*writing, code)
+    return class_archive.install(written_class_archive, class_archive.partial_path(written_class_archive), code)
 
 
 def local_frame(spark: SparkSession, rows: list[tuple], schema: str | T.StructType) -> DataFrame:
