@@ -102,8 +102,14 @@ test-lab: venv plugin venv-oldest
 # fault suite ran as the tail) and the swapovers' evidence, which the agent layer's RTO estimate test reads, was
 # recorded under that contention (its median error went from within 1 s to 1.19 s).
 INTEGRATION_WORKERS ?= 0
+# The fault suites (a third of the layer: every task boundary of every runbook, on both Artemis versions) run
+# after the rest, one pytest run per version side by side (tests/integration/run-fault-suites.sh). Their evidence is
+# their own: the agent layer's RTO test reads the rehearsal's, recorded in the serial run before them.
+FAULT_SUITES := tests/integration/test_faults.py tests/integration/test_faults_jolokia.py
 test-integration: venv system-deps plugin pipeline-prepare
-	bash tests/run-pytest.sh integration -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration
+	bash tests/run-pytest.sh integration -n $(INTEGRATION_WORKERS) --dist loadfile \
+	  $(addprefix --ignore=,$(FAULT_SUITES)) tests/integration
+	bash tests/integration/run-fault-suites.sh
 
 test-pipeline: venv system-deps pipeline-prepare
 	bash tests/run-pytest.sh pipeline tests/pipeline
