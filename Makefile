@@ -109,7 +109,7 @@ FAULT_SUITES := tests/integration/test_faults.py tests/integration/test_faults_j
 test-integration: venv system-deps plugin pipeline-prepare
 	bash tests/run-pytest.sh integration -n $(INTEGRATION_WORKERS) --dist loadfile \
 	  $(addprefix --ignore=,$(FAULT_SUITES)) tests/integration
-	bash tests/integration/run-fault-suites.sh
+	bash tests/integration/run-fault-suites.sh $(FAULT_SUITES)
 
 test-pipeline: venv system-deps pipeline-prepare
 	bash tests/run-pytest.sh pipeline tests/pipeline

@@ -53,7 +53,7 @@ def test_every_retry_loop_on_an_own_module_reads_its_result_with_a_default():
     loops = own_module_loops()
     # the rule must see the loops it is about (a walk that finds none would pass vacuously)
     assert any("failback.yml" in where for where, _ in loops), [where for where, _ in loops]
-    bad = {where: bare_reads(task) for where, task in loops if bare_reads(task)}
+    bad = {where: reads for where, task in loops if (reads := bare_reads(task))}
     assert not bad, f"until reads these without | default(...): {bad}"
 
 
