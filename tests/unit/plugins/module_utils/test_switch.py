@@ -45,6 +45,18 @@ class World:
         self.messages: dict | None = None  # {site: [browsed message]}: then they define the counts of "orders"
         # reads that miss the client acceptor while the broker recreates it (Artemis 2.43+ applying broker.xml)
         self.recreating = {"dc1": 0, "dc2": 0}
+        # the client acceptor's autoStart in the broker.xml each broker applied last (at start, on a reload or by
+        # its periodic file scan): its Parameters, and what a reload compares the file with
+        self.applied = {"dc1": True, "dc2": False}
+
+    def apply_file(self, site):
+        """What Artemis 2.43+ does on a reload and on its periodic file scan: an acceptor whose entry differs
+        from the one applied last is recreated (started when autoStart is true); an unchanged one is left as it
+        is, stopped or not."""
+        wanted = self.file_auto_start(site)
+        if wanted != self.applied[site]:
+            self.applied[site] = wanted
+            self.acceptors[site]["artemis"] = wanted
 
     def snapshot(self, site):
         self.calls.append(("snapshot", site))
@@ -135,13 +147,16 @@ class FakeClient:
         return json.dumps({"data": rows, "count": len(rows)})
 
     def read(self, mbean, attrs):
-        assert mbean == on.all_acceptors(self.site) and attrs == ["Started"], (mbean, attrs)
+        assert mbean == on.all_acceptors(self.site) and attrs in (["Started"], ["Started", "Parameters"]), attrs
         self.world.calls.append(("read acceptors", self.site))
         listed = dict(self.world.acceptors[self.site])
         if self.world.recreating[self.site]:
             self.world.recreating[self.site] -= 1
             listed.pop("artemis")
-        return {on.acceptor(self.site, n): {"Started": st} for n, st in listed.items()}
+        params = {"artemis": {"protocols": "AMQP", "autoStart": str(self.world.applied[self.site]).lower()},
+                  "mirror": {"protocols": "AMQP"}}
+        return {on.acceptor(self.site, n): {"Started": st, "Parameters": params[n]} if "Parameters" in attrs
+                else {"Started": st} for n, st in listed.items()}
 
     def exec(self, mbean, op, *args):
         if op == "browse(int,int)":
@@ -152,8 +167,7 @@ class FakeClient:
         assert op == "reloadConfigurationFile()"
         self.world.reloads += 1
         self.world.calls.append(("reload", self.site))
-        # What Artemis 2.43+ does on reload: acceptors follow autoStart in broker.xml.
-        self.world.acceptors[self.site]["artemis"] = self.world.file_auto_start(self.site)
+        self.world.apply_file(self.site)
 
 
 class FakeCollector:
@@ -224,6 +238,28 @@ def test_swapover_fences_drains_then_activates_by_reload_on_2_43_plus(world):
     assert order[0] == ("stop()", "dc1", "artemis") and order[-1] == ("reload", "dc2")
     assert res["roles_after"] == {"dc1": "passive", "dc2": "active"}
     assert res["client_outage_seconds"] is not None and res["client_outage_seconds"] >= 0
+
+
+def test_switches_faster_than_the_file_scan_open_the_acceptor_the_reload_leaves_stopped(world, fake_clock):
+    """Seen on 2.44 (benchmarks/runbooks.md): dc1 -> dc2 -> dc1 seconds apart. dc1's fence was written at the
+    first switch and lifted at the second before dc1's broker scanned its file, so the broker still applies an
+    open acceptor: the reload recreates nothing and leaves it stopped. The activation starts it at once instead
+    of waiting out the activation timeout (a 30 s outage)."""
+    dc1, dc2 = sites(world)
+    first = switch.swapover(dc1, dc2, wait_sleep=0, clock=fake_clock, sleeper=fake_clock.sleep)
+    assert first["phases"][3]["data"]["method"] == "reload"  # dc2 had applied its fence: the reload opens it
+    assert world.applied["dc1"] is True and "autoStart=false" in world.files["dc1"].read_text()
+    back = switch.swapover(dc2, dc1, wait_sleep=0.05, clock=fake_clock, sleeper=fake_clock.sleep)
+    activation = back["phases"][3]
+    assert activation["data"]["method"] == "reload+start"
+    assert world.acceptors["dc1"]["artemis"] is True and back["roles_after"] == {"dc2": "passive", "dc1": "active"}
+    assert fake_clock.t < 1.0  # no wait for a recreation that never comes (the activation timeout is 30 s)
+    # the reload ran first (a broker that had applied the fence recreates the acceptor itself), then start()
+    calls = [c for c in world.calls if c[0] in ("reload", "start()")]
+    assert calls[-2:] == [("reload", "dc1"), ("start()", "dc1", "artemis")]
+    # the broker's next file scan finds the file it already applies: nothing bounces the new clients
+    world.apply_file("dc1")
+    assert world.acceptors["dc1"]["artemis"] is True
 
 
 def test_pre_2_43_activates_with_start(world):
