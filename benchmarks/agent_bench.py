@@ -8,8 +8,8 @@ Two modes, one JSON line each (numbers recorded in benchmarks/agent.md):
   once by the unit suite's fake Artemis and replayed byte for byte by an in-process transport, so a cycle
   measures exactly what the agent does: JSON decode, site_state parsing, the lag model for both directions, the
   per-queue comparison, role/SLA rules, the evidence write and last-known.json, plus one /metrics rendering.
-* ``lab``: end to end against the two-site lab (labctl, free ports) with N queues created on both sites over
-  Jolokia; includes HTTP and the lab broker's Jolokia server (a Python stand-in, slower than Artemis').
+* ``lab``: end to end against a private real Apache Artemis two-site lab (labctl, temporary root, free ports)
+  with N queues created on both sites over Jolokia; includes HTTP and the brokers' own Jolokia.
 
     .venv/bin/python benchmarks/agent_bench.py --queues 1000 --cycles 30
     .venv/bin/python benchmarks/agent_bench.py --mode lab --queues 1000 --cycles 10

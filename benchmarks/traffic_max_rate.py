@@ -3,10 +3,9 @@
     .venv/bin/python benchmarks/traffic_max_rate.py [--seconds 10] [--producers 1] [--consumers 1] [--size 256]
         [--endpoints build/lab/endpoints.json]
 
-Without --endpoints the target is the in-process test broker (tests/unit/plugins/module_utils/amqp_support.py,
-one Python thread: it is often the bottleneck, so the number is a floor for the tool). With --endpoints the
-target is a running lab's dc1 (SASL PLAIN from the endpoints file). Prints one JSON line: accepted sends/s,
-acknowledged receives/s, and whether the ledgers reconcile.
+The target is dc1 of a real Apache Artemis two-site lab (dual mirror to dc2, SASL PLAIN): without --endpoints a
+private one (labctl: temporary root, a free port block, stopped afterwards), with --endpoints a running lab's.
+Prints one JSON line: accepted sends/s, acknowledged receives/s, and whether the ledgers reconcile.
 """
 
 from __future__ import annotations
@@ -25,6 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "traffic"))
 
 
+@contextlib.contextmanager
+def private_lab(root: Path):
+    """A two-site lab of its own (real Artemis from the lab's download cache), stopped on the way out."""
+    from continuity_lab import labctl
+
+    plan = labctl.make_plan({"LAB_ROOT": str(root), "LAB_PORT_BASE": "auto"})
+    try:
+        yield labctl.up(plan)
+    finally:
+        labctl.down(plan)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10)
@@ -34,20 +45,19 @@ def main() -> int:
     ap.add_argument("--endpoints", help="endpoints.json of a running lab")
     args = ap.parse_args()
 
-    from support import MiniBroker, load_ledgers, reconcile
+    from support import load_ledgers, reconcile
 
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         if args.endpoints:
-            site = json.loads(Path(args.endpoints).read_text())["sites"]["dc1"]
-            target = ["--url", f"dc1={site['amqp_url']}", "--user", site["credentials"]["user"],
-                      "--address", "bench.traffic"]
-            env["CONTINUITY_TRAFFIC_PASSWORD"] = site["credentials"]["password"]
-            backend = "lab"
+            endpoints = json.loads(Path(args.endpoints).read_text())
         else:
-            broker = stack.enter_context(MiniBroker(["dc1"]))
-            target = ["--url", f"dc1={broker.url('dc1')}"]
-            backend = "test-broker"
+            endpoints = stack.enter_context(private_lab(Path(tmp) / "lab"))
+        site = endpoints["sites"]["dc1"]
+        target = ["--url", f"dc1={site['amqp_url']}", "--user", site["credentials"]["user"],
+                  "--address", "bench.traffic"]
+        env["CONTINUITY_TRAFFIC_PASSWORD"] = site["credentials"]["password"]
+        backend = f"Artemis {endpoints.get('broker_version', '?')} dc1"
         status = Path(tmp) / "status.json"
         cmd = [sys.executable, "-m", "continuity_traffic", "run", *target, "--rate", "0", "-P",
                str(args.producers), "-C", str(args.consumers), "--size", str(args.size), "--duration",

@@ -1,4 +1,5 @@
-"""The agent against the two-site lab (artemis_lab.labctl: dc1 + dc2, dual mirror through the WAN emulator).
+"""The agent against the real Artemis two-site lab (continuity_lab.labctl: dc1 + dc2, dual mirror through the WAN
+emulator).
 
 The agent runs as a process (``python -m continuity_agent``) and is read over its HTTP endpoint, like
 Prometheus would. The scenario is ordered (one lab per module, each test builds on the previous one):
