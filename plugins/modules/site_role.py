@@ -162,7 +162,10 @@ acceptors:
   type: dict
   sample: {artemis: false, mirror: true}
 method:
-  description: How the acceptors were opened (V(reload) on 2.43+, V(start) before).
+  description:
+    - How the acceptors were opened. V(reload) on 2.43+ (broker.xml, then C(reloadConfigurationFile())); V(start)
+      before 2.43, or when the file already opened them; V(reload+start) when the reload left an acceptor stopped
+      because its broker had never applied the fence (it was lifted again within seconds), so it was started.
   returned: when O(state=active) changed something
   type: str
 plugin_role:

@@ -163,7 +163,9 @@ options:
     type: float
     default: 5
   activation_timeout:
-    description: Seconds to wait for the client acceptors to open after a configuration reload.
+    description:
+      - Seconds to wait for the client acceptors to open after a configuration reload; past it they are started
+        directly. An acceptor the reload cannot recreate (its broker never applied the fence) is started at once.
     type: float
     default: 30
   evidence_dir:
