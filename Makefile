@@ -91,8 +91,11 @@ sanity: venv schemas system-deps
 schemas: venv
 	$(PY) -m continuity_lab.schemas --out $(BUILD)/schemas --downloads $(BUILD)/downloads
 
+# Two pytest-xdist workers: the unit tests are CPU-bound and share nothing (902 tests: 101 s against 150 s in one
+# process, 2026-11-27, benchmarks/README.md).
+UNIT_WORKERS ?= 2
 unit: venv schemas awx-collection
-	bash tests/run-pytest.sh unit tests/unit
+	bash tests/run-pytest.sh unit -n $(UNIT_WORKERS) tests/unit
 
 test-lab: venv plugin venv-oldest
 	bash tests/run-pytest.sh lab tests/lab
