@@ -6,7 +6,8 @@ playbooks/initial_roles.yml (dc1 active, dc2 passive) with inventories/lab, wait
 `<root>/endpoints.json`. `down` stops everything `up` started, by pid. `status` prints what runs.
 
 Environment (the inventory reads the same variables): LAB_ROOT (build/lab), LAB_ARTEMIS_VERSION (2.44.0),
-LAB_PORT_BASE (20000, or `auto` for a free block), LAB_WAN_LATENCY_MS (0), LAB_DOWNLOAD_DIR (build/downloads),
+LAB_PORT_BASE (20000, or `auto` for a free block; LAB_PORT_SHARE `i/n` keeps `auto` in the i-th of n shares of the
+free range, for runs side by side), LAB_WAN_LATENCY_MS (0), LAB_DOWNLOAD_DIR (build/downloads),
 LAB_TOPOLOGY (`two-site`; `ha`: dc1 is a replicated primary/backup pair, inventories/lab/ha.yml; `ha-shared`: dc1 is a
 shared-store primary/backup pair over one directory under the lab root, inventories/lab/ha-shared.yml; docs/ha.md),
 LAB_INVENTORY_OVERLAY (an inventory file added after the topology's: its host variables win; none by default).
@@ -117,6 +118,26 @@ def free_port_base(lo: int = FREE_BLOCKS[0], hi: int = FREE_BLOCKS[1], tries: in
     raise SystemExit(f"lab: no free port block in {lo}-{hi} after {tries} tries")
 
 
+def share_range(index: int, parts: int) -> tuple[int, int]:
+    """The ``index``-th of ``parts`` equal shares of FREE_BLOCKS: runs side by side that each draw a free block from
+    their own share never pick the same one (a block is only seen taken once its brokers bind, a minute later)."""
+    lo_all, hi_all = FREE_BLOCKS
+    share = (hi_all - lo_all) // BLOCK_SIZE // parts * BLOCK_SIZE
+    if share < BLOCK_SIZE or not 0 <= index < parts:
+        raise SystemExit(f"lab: no port block share {index}/{parts} in {lo_all}-{hi_all}")
+    lo = lo_all + index * share
+    return lo, lo + share
+
+
+def _auto_range(env: dict[str, str]) -> tuple[int, int]:
+    """Where LAB_PORT_BASE=auto looks: the share LAB_PORT_SHARE ("i/n") names, else all of FREE_BLOCKS."""
+    share = env.get("LAB_PORT_SHARE")
+    if not share:
+        return FREE_BLOCKS
+    index, parts = (int(n) for n in share.split("/"))
+    return share_range(index, parts)
+
+
 def make_plan(env: dict[str, str] | None = None) -> Plan:
     env = dict(os.environ if env is None else env)
     root = Path(env.get("LAB_ROOT") or REPO / "build" / "lab").absolute()
@@ -125,7 +146,7 @@ def make_plan(env: dict[str, str] | None = None) -> Plan:
     if base_text == "auto":
         # A lab root keeps the block it was given: a second `up`, `register` or `down` must find the same ports.
         recorded = _load_state(root).get("port_base")
-        base = int(recorded) if recorded else free_port_base()
+        base = int(recorded) if recorded else free_port_base(*_auto_range(env))
     else:
         base = int(base_text)
     sites = {s: SitePorts(base + HTTP + SITE_STEP * i, base + CLIENT + SITE_STEP * i, base + MIRROR + SITE_STEP * i)

@@ -118,9 +118,10 @@ def fresh_controller_env(env: dict, bin_dir: Path) -> dict:
 
 def free_port_base() -> int:
     """A free lab port block (the lab's own rule: lab/continuity_lab/labctl.py). Under pytest-xdist each worker
-    draws from its own share of the range, and so does each of several pytest runs side by side (LAB_PORT_SHARE
-    "i/n", tests/integration/run-fault-suites.sh): a block is only seen taken once its lab's brokers bind, a minute
-    after it was picked, so two drawing from one range could both pick it."""
+    draws from its own share of the range (``labctl.share_range``), and so does each of several pytest runs side by
+    side (LAB_PORT_SHARE "i/n", tests/integration/run-fault-suites.sh; labctl's LAB_PORT_BASE=auto honours it too):
+    a block is only seen taken once its lab's brokers bind, a minute after it was picked, so two drawing from one
+    range could both pick it."""
     from continuity_lab import labctl
 
     worker, share_of = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("LAB_PORT_SHARE")
@@ -130,12 +131,7 @@ def free_port_base() -> int:
         index, workers = int(worker.removeprefix("gw")), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     else:
         return labctl.free_port_base()
-    lo_all, hi_all = labctl.FREE_BLOCKS
-    share = (hi_all - lo_all) // labctl.BLOCK_SIZE // workers * labctl.BLOCK_SIZE
-    if share < labctl.BLOCK_SIZE:
-        raise AssertionError(f"{workers} pytest workers leave no lab port block for each")
-    lo = lo_all + index * share
-    return labctl.free_port_base(lo, lo + share)
+    return labctl.free_port_base(*labctl.share_range(index, workers))
 
 
 @dataclass

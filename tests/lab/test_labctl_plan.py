@@ -26,6 +26,17 @@ def test_auto_base_gives_a_free_numeric_block_the_inventory_can_use(tmp_path) ->
     assert len(set(ports)) == len(ports) == 18
 
 
+def test_auto_base_stays_in_the_share_runs_side_by_side_were_given(tmp_path) -> None:
+    # two pytest runs side by side (tests/integration/run-fault-suites.sh) each draw from their own half
+    halves = [labctl.share_range(i, 2) for i in range(2)]
+    assert halves[0][1] <= halves[1][0] and all(hi - lo >= labctl.BLOCK_SIZE for lo, hi in halves)
+    for i, (lo, hi) in enumerate(halves):
+        for n in range(3):
+            plan = labctl.make_plan({"LAB_PORT_BASE": "auto", "LAB_PORT_SHARE": f"{i}/2",
+                                     "LAB_ROOT": str(tmp_path / f"lab-{i}-{n}")})
+            assert lo <= plan.base < hi, (i, plan.base)
+
+
 def test_inventory_offsets_match_the_plan() -> None:
     """The inventory computes ports from LAB_PORT_BASE with its own arithmetic: both must give the same block."""
     group = yaml.safe_load((REPO / "inventories/lab/group_vars/artemis.yml").read_text())
