@@ -152,8 +152,7 @@ def lab(queues: int, cycles: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         plan = labctl.make_plan({"LAB_ROOT": str(Path(tmp) / "lab"), "LAB_PORT_BASE": "auto"})
-        endpoints = labctl.up(plan)
-        try:
+        with labctl.running(plan) as endpoints:
             sites = {}
             for name, s in endpoints["sites"].items():
                 c = jolokia.JolokiaClient(s["jolokia_url"], username=s["credentials"]["user"],
@@ -173,8 +172,6 @@ def lab(queues: int, cycles: int) -> dict[str, Any]:
             out["site_read_ms_last"] = {n: round((v.scrape_seconds or 0) * 1000, 1)
                                         for n, v in agent.last_cycle.sites.items()}
             agent.close()
-        finally:
-            labctl.down(plan)
     return out
 
 

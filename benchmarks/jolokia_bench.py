@@ -211,12 +211,8 @@ def main(argv: list[str] | None = None) -> int:
 
     root = Path(tempfile.mkdtemp(prefix="jolokia-bench-"))
     env = {"LAB_ROOT": str(root), "LAB_PORT_BASE": "auto", "LAB_ARTEMIS_VERSION": opts.version}
-    plan = labctl.make_plan({**os.environ, **env})
-    try:
-        endpoints = labctl.up(plan)
+    with labctl.running(labctl.make_plan({**os.environ, **env})) as endpoints:
         print(json.dumps(bench(endpoints, opts.queues, opts.runs, opts.interval)))
-    finally:
-        labctl.down(plan)
     return 0
 
 

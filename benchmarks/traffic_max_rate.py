@@ -24,18 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "traffic"))
 
 
-@contextlib.contextmanager
-def private_lab(root: Path):
-    """A two-site lab of its own (real Artemis from the lab's download cache), stopped on the way out."""
-    from continuity_lab import labctl
-
-    plan = labctl.make_plan({"LAB_ROOT": str(root), "LAB_PORT_BASE": "auto"})
-    try:
-        yield labctl.up(plan)
-    finally:
-        labctl.down(plan)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10)
@@ -52,7 +40,10 @@ def main() -> int:
         if args.endpoints:
             endpoints = json.loads(Path(args.endpoints).read_text())
         else:
-            endpoints = stack.enter_context(private_lab(Path(tmp) / "lab"))
+            from continuity_lab import labctl
+
+            plan = labctl.make_plan({"LAB_ROOT": str(Path(tmp) / "lab"), "LAB_PORT_BASE": "auto"})
+            endpoints = stack.enter_context(labctl.running(plan))
         site = endpoints["sites"]["dc1"]
         target = ["--url", f"dc1={site['amqp_url']}", "--user", site["credentials"]["user"],
                   "--address", "bench.traffic"]

@@ -21,6 +21,7 @@ See docs/lab.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -29,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -129,7 +131,7 @@ def share_range(index: int, parts: int) -> tuple[int, int]:
     return lo, lo + share
 
 
-def _auto_range(env: dict[str, str]) -> tuple[int, int]:
+def auto_range(env: dict[str, str]) -> tuple[int, int]:
     """Where LAB_PORT_BASE=auto looks: the share LAB_PORT_SHARE ("i/n") names, else all of FREE_BLOCKS."""
     share = env.get("LAB_PORT_SHARE")
     if not share:
@@ -146,7 +148,7 @@ def make_plan(env: dict[str, str] | None = None) -> Plan:
     if base_text == "auto":
         # A lab root keeps the block it was given: a second `up`, `register` or `down` must find the same ports.
         recorded = _load_state(root).get("port_base")
-        base = int(recorded) if recorded else free_port_base(*_auto_range(env))
+        base = int(recorded) if recorded else free_port_base(*auto_range(env))
     else:
         base = int(base_text)
     sites = {s: SitePorts(base + HTTP + SITE_STEP * i, base + CLIENT + SITE_STEP * i, base + MIRROR + SITE_STEP * i)
@@ -441,6 +443,15 @@ def down(plan: Plan) -> list[str]:
     (plan.root / "endpoints.json").unlink(missing_ok=True)
     return stopped
 
+
+
+@contextlib.contextmanager
+def running(plan: Plan, timeout: float = 900) -> Iterator[dict[str, Any]]:
+    """``up`` for the length of a ``with`` block (its endpoints), then ``down``, also when ``up`` failed halfway."""
+    try:
+        yield up(plan, timeout)
+    finally:
+        down(plan)
 
 def status(plan: Plan) -> dict[str, Any]:
     procs = _load_state(plan.root).get("processes", [])

@@ -124,14 +124,11 @@ def free_port_base() -> int:
     range could both pick it."""
     from continuity_lab import labctl
 
-    worker, share_of = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("LAB_PORT_SHARE")
-    if share_of:
-        index, workers = (int(n) for n in share_of.split("/"))
-    elif worker:
-        index, workers = int(worker.removeprefix("gw")), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    else:
-        return labctl.free_port_base()
-    return labctl.free_port_base(*labctl.share_range(index, workers))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and not os.environ.get("LAB_PORT_SHARE"):
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        return labctl.free_port_base(*labctl.share_range(int(worker.removeprefix("gw")), workers))
+    return labctl.free_port_base(*labctl.auto_range(os.environ))
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from conftest import REPO
 
@@ -35,6 +36,25 @@ def test_auto_base_stays_in_the_share_runs_side_by_side_were_given(tmp_path) -> 
             plan = labctl.make_plan({"LAB_PORT_BASE": "auto", "LAB_PORT_SHARE": f"{i}/2",
                                      "LAB_ROOT": str(tmp_path / f"lab-{i}-{n}")})
             assert lo <= plan.base < hi, (i, plan.base)
+
+
+def test_running_stops_the_lab_after_the_block_and_after_a_failed_up(tmp_path, monkeypatch) -> None:
+    plan = labctl.make_plan({"LAB_ROOT": str(tmp_path / "lab"), "LAB_PORT_BASE": "20000"})
+    calls = []
+    monkeypatch.setattr(labctl, "up", lambda p, timeout=900: calls.append(("up", p)) or {"sites": {}})
+    monkeypatch.setattr(labctl, "down", lambda p: calls.append(("down", p)) or [])
+    with labctl.running(plan) as endpoints:
+        assert endpoints == {"sites": {}} and calls == [("up", plan)]
+    assert calls == [("up", plan), ("down", plan)]
+
+    def broken_up(p, timeout=900):
+        raise SystemExit("lab: dc2 did not start")
+
+    calls.clear()
+    monkeypatch.setattr(labctl, "up", broken_up)
+    with pytest.raises(SystemExit, match="dc2 did not start"), labctl.running(plan):
+        pass
+    assert calls == [("down", plan)]  # what the half-started lab left is stopped
 
 
 def test_inventory_offsets_match_the_plan() -> None:
