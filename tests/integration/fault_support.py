@@ -222,13 +222,48 @@ def kill_broker(lab: Lab, site: str) -> dict:
     return {"site": site, "began": began, "stopped": time.time()}
 
 
+def _alive(lab: Lab, site: str) -> bool:
+    """Whether the process in the site's pid file exists (the service script's own test)."""
+    try:
+        os.kill(lab.broker_pid(site), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def broker_diagnosis(lab: Lab, site: str) -> str:
+    """Why a started broker does not answer, for a failure message: the last Jolokia error, the process's state
+    (``T`` is a stopped process), its heap and its threads when it runs, the end of its log."""
+    parts = [f"Jolokia: {lab.read_errors.get(site)}"]
+    try:
+        pid = lab.broker_pid(site)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        parts.append(f"pid {pid} state {state} ({Path(f'/proc/{pid}/cmdline').read_bytes()[:80]!r})")
+        if state != "T":
+            heap = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60)
+            parts.append(f"heap:\n{heap.stdout.strip() or heap.stderr.strip()[:300]}")
+            dump = subprocess.run(["jcmd", str(pid), "Thread.print"], capture_output=True, text=True, timeout=60)
+            # the main thread and those in Artemis's start-up code (activation, journal lock, web server, plugins)
+            markers = ("ActiveMQServerImpl", "Activation", "NodeManager", "WebServerComponent", "Plugin", "Run.run")
+            threads = [t for t in dump.stdout.split("\n\n")
+                       if t.startswith('"main"') or any(m in t for m in markers)]
+            parts.append("threads in start-up code:\n" + "\n\n".join(threads)[:6000])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError) as exc:
+        parts.append(f"process: {type(exc).__name__}: {exc}")
+    log = lab.instance(site) / "log" / "artemis.log"
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:]) if log.exists() else f"no {log}"
+    parts.append(f"the end of its log:\n{tail}")
+    return "\n".join(parts)
+
+
 def start_broker(lab: Lab, site: str) -> None:
     """Start a stopped broker with its service script and wait until it answers."""
     _service(lab, site, "start")
     deadline = time.monotonic() + 120
     while lab.acceptor_started(site) is None and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert lab.acceptor_started(site) is not None, f"{site} did not come back within 120 s"
+    if lab.acceptor_started(site) is None:
+        raise AssertionError(f"{site} did not come back within 120 s: {broker_diagnosis(lab, site)}")
     time.sleep(1)  # a 2.43+ broker's first config refresh (a fence written while it was down is already in its file)
 
 
@@ -298,4 +333,6 @@ def lose(lab: Lab, site: str = "dc1", keep_running: bool = False) -> None:
             kill_broker(lab, site)
     elif keep_running:
         raise AssertionError(f"{site} is down, expected it running")
+    elif _alive(lab, site):
+        raise AssertionError(f"{site} does not answer but its broker process lives: {broker_diagnosis(lab, site)}")
     assert lab.persisted_role(site) == "passive" and lab.acceptor_started(other) is True
