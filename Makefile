@@ -100,18 +100,23 @@ unit: venv schemas awx-collection
 test-lab: venv plugin venv-oldest
 	bash tests/run-pytest.sh lab tests/lab
 
-# INTEGRATION_WORKERS=2 runs two pytest-xdist workers, each test module with its own labs on one of them. Off by
-# default: on 2 cores the two labs pushed the load to 9-12, the layer gained only 1.5 min (51.5 vs 53 min, the
-# fault suite ran as the tail) and the swapovers' evidence, which the agent layer's RTO estimate test reads, was
-# recorded under that contention (its median error went from within 1 s to 1.19 s).
-INTEGRATION_WORKERS ?= 0
-# The fault suites (a third of the layer: every task boundary of every runbook, on both Artemis versions) run
-# after the rest, one pytest run per version side by side (tests/integration/run-fault-suites.sh). Their evidence is
-# their own: the agent layer's RTO test reads the rehearsal's, recorded in the serial run before them.
+# The integration layer in three steps (on 2 cores it mostly waits on brokers and gates: 0.6 of a core on average):
+# 1. alone, INTEGRATION_ALONE: the rehearsal, whose swapover evidence the agent layer's RTO test reads (recorded
+#    without contention), and the 2.37 safety test, which kills the controller the instant a fence is in a file
+#    (under contention the kill can land after the next step; a safe state, but not the one it asserts);
+# 2. two streams side by side (tests/run-side-by-side.sh: each its own labs, port share and JUnit file):
+#    INTEGRATION_STREAM_A, and every other module (a new test file joins that stream by itself);
+# 3. the fault suites (every task boundary of every runbook), one run per Artemis version side by side
+#    (tests/integration/run-fault-suites.sh); their evidence is their own.
+# Measured: benchmarks/README.md ("make test").
+INTEGRATION_ALONE := tests/integration/test_rehearsal.py tests/integration/test_safety_oldest_version.py
+INTEGRATION_STREAM_A := $(addprefix tests/integration/,test_ha_lab.py test_ha_shared_store.py test_ha_agent.py \
+  test_getting_started.py test_deploy_lab.py)
 FAULT_SUITES := tests/integration/test_faults.py tests/integration/test_faults_jolokia.py
 test-integration: venv system-deps plugin pipeline-prepare
-	bash tests/run-pytest.sh integration -n $(INTEGRATION_WORKERS) --dist loadfile \
-	  $(addprefix --ignore=,$(FAULT_SUITES)) tests/integration
+	bash tests/run-pytest.sh integration $(INTEGRATION_ALONE)
+	bash tests/run-side-by-side.sh "integration-a $(INTEGRATION_STREAM_A)" \
+	  "integration-b $(addprefix --ignore=,$(INTEGRATION_ALONE) $(INTEGRATION_STREAM_A) $(FAULT_SUITES)) tests/integration"
 	bash tests/integration/run-fault-suites.sh $(FAULT_SUITES)
 
 test-pipeline: venv system-deps pipeline-prepare

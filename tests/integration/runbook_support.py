@@ -119,7 +119,7 @@ def fresh_controller_env(env: dict, bin_dir: Path) -> dict:
 def free_port_base() -> int:
     """A free lab port block (the lab's own rule: lab/continuity_lab/labctl.py). Under pytest-xdist each worker
     draws from its own share of the range (``labctl.share_range``), and so does each of several pytest runs side by
-    side (LAB_PORT_SHARE "i/n", tests/integration/run-fault-suites.sh; labctl's LAB_PORT_BASE=auto honours it too):
+    side (LAB_PORT_SHARE "i/n", tests/run-side-by-side.sh; labctl's LAB_PORT_BASE=auto honours it too):
     a block is only seen taken once its lab's brokers bind, a minute after it was picked, so two drawing from one
     range could both pick it."""
     from continuity_lab import labctl

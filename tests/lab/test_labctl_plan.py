@@ -28,7 +28,7 @@ def test_auto_base_gives_a_free_numeric_block_the_inventory_can_use(tmp_path) ->
 
 
 def test_auto_base_stays_in_the_share_runs_side_by_side_were_given(tmp_path) -> None:
-    # two pytest runs side by side (tests/integration/run-fault-suites.sh) each draw from their own half
+    # two pytest runs side by side (tests/run-side-by-side.sh) each draw from their own half
     halves = [labctl.share_range(i, 2) for i in range(2)]
     assert halves[0][1] <= halves[1][0] and all(hi - lo >= labctl.BLOCK_SIZE for lo, hi in halves)
     for i, (lo, hi) in enumerate(halves):
