@@ -111,7 +111,7 @@ test-lab: venv plugin venv-oldest
 # Measured: benchmarks/README.md ("make test").
 INTEGRATION_ALONE := tests/integration/test_rehearsal.py tests/integration/test_safety_oldest_version.py
 INTEGRATION_STREAM_A := $(addprefix tests/integration/,test_ha_lab.py test_ha_shared_store.py test_ha_agent.py \
-  test_getting_started.py test_deploy_lab.py)
+  test_getting_started.py test_deploy_lab.py test_jolokia_tls.py)
 FAULT_SUITES := tests/integration/test_faults.py tests/integration/test_faults_jolokia.py
 test-integration: venv system-deps plugin pipeline-prepare
 	bash tests/run-pytest.sh integration $(INTEGRATION_ALONE)
