@@ -13,13 +13,12 @@ cd "$root" || exit 1
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 names=() pids=()
-for i in $(seq 0 $(($# - 1))); do
-  i_arg=$((i + 1))
-  read -r -a stream <<< "${!i_arg}"
+for spec in "$@"; do
+  read -r -a stream <<< "$spec"
   name=${stream[0]}
-  names+=("$name")
-  LAB_PORT_SHARE="$i/$#" bash tests/run-pytest.sh "$name" --basetemp="$logs/tmp-$name" "${stream[@]:1}" \
+  LAB_PORT_SHARE="${#names[@]}/$#" bash tests/run-pytest.sh "$name" --basetemp="$logs/tmp-$name" "${stream[@]:1}" \
     > "$logs/$name.log" 2>&1 &
+  names+=("$name")
   pids+=($!)
 done
 rc=0

@@ -444,7 +444,6 @@ def down(plan: Plan) -> list[str]:
     return stopped
 
 
-
 @contextlib.contextmanager
 def running(plan: Plan, timeout: float = 900) -> Iterator[dict[str, Any]]:
     """``up`` for the length of a ``with`` block (its endpoints), then ``down``, also when ``up`` failed halfway."""
@@ -452,6 +451,7 @@ def running(plan: Plan, timeout: float = 900) -> Iterator[dict[str, Any]]:
         yield up(plan, timeout)
     finally:
         down(plan)
+
 
 def status(plan: Plan) -> dict[str, Any]:
     procs = _load_state(plan.root).get("processes", [])

@@ -223,12 +223,14 @@ def kill_broker(lab: Lab, site: str) -> dict:
 
 
 def _alive(lab: Lab, site: str) -> bool:
-    """Whether the process in the site's pid file exists (the service script's own test)."""
+    """Whether the process in the site's pid file exists (the service script's own test; labctl's rule)."""
+    from continuity_lab import labctl
+
     try:
-        os.kill(lab.broker_pid(site), 0)
+        pid = lab.broker_pid(site)
     except (OSError, ValueError):
         return False
-    return True
+    return labctl._alive(pid)
 
 
 def broker_diagnosis(lab: Lab, site: str) -> str:

@@ -117,17 +117,12 @@ def fresh_controller_env(env: dict, bin_dir: Path) -> dict:
 
 
 def free_port_base() -> int:
-    """A free lab port block (the lab's own rule: lab/continuity_lab/labctl.py). Under pytest-xdist each worker
-    draws from its own share of the range (``labctl.share_range``), and so does each of several pytest runs side by
-    side (LAB_PORT_SHARE "i/n", tests/run-side-by-side.sh; labctl's LAB_PORT_BASE=auto honours it too):
-    a block is only seen taken once its lab's brokers bind, a minute after it was picked, so two drawing from one
-    range could both pick it."""
+    """A free lab port block (the lab's own rule: lab/continuity_lab/labctl.py), in this run's share of the range when
+    several pytest runs go side by side (LAB_PORT_SHARE "i/n", tests/run-side-by-side.sh; labctl.auto_range): a
+    block is only seen taken once its lab's brokers bind, a minute after it was picked, so two drawing from one range
+    could both pick it."""
     from continuity_lab import labctl
 
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker and not os.environ.get("LAB_PORT_SHARE"):
-        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        return labctl.free_port_base(*labctl.share_range(int(worker.removeprefix("gw")), workers))
     return labctl.free_port_base(*labctl.auto_range(os.environ))
 
 
