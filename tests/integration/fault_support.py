@@ -32,6 +32,12 @@ SAFETY_CHECKS = {"roles", "reachable", "connected", "restart_safe", "paused_queu
 # running broker only at its next start, so the same fault can leave a different state. The fault suites run on both.
 VERSIONS = ("2.44.0", "2.37.0")
 
+# The load every kill of a fault suite happens under (2 producers, 2 consumers), in messages/s. 50, not more: with two
+# suites side by side on 2 cores, 100 msg/s took 0.55 of a core per suite (brokers and traffic tool) and starved the
+# runbooks under test (benchmarks/README.md "Where the fault suites' CPU goes"); 50 still has messages in flight at
+# every kill.
+LOAD_RATE = 50
+
 # short gate timeouts for the failbacks of the fault suites (a gate that cannot pass fails in seconds, not minutes)
 FAST = {"continuity_drain_timeout": 20, "continuity_post_gate_timeout": 20, "continuity_sync_timeout": 30}
 

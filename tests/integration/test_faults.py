@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from fault_support import (
     FAST,
+    LOAD_RATE,
     SAFETY_CHECKS,
     STATS,
     VERSIONS,
@@ -77,7 +78,7 @@ def lab(request, tmp_path_factory):
 def load(lab, tmp_path_factory):
     """Traffic and the sampler for the whole module: every kill happens under load, and one ledger proves the sum."""
     evidence = tmp_path_factory.mktemp("faults-evidence")
-    traffic = Traffic(lab, evidence, "faults", "ft", address=ADDRESS, producers=2, consumers=2, rate=100)
+    traffic = Traffic(lab, evidence, "faults", "ft", address=ADDRESS, producers=2, consumers=2, rate=LOAD_RATE)
     sampler = RoleSampler(lab, interval=0.05, max_seconds=3600)
     RESULTS["ledger_dir"] = traffic.run_dir
     traffic.start()
@@ -239,7 +240,8 @@ def test_the_ledgers_show_nothing_lost_and_nothing_delivered_twice_but_by_a_brok
     RESULTS["ledgers"] = dict(summary, duplicates_by_old_broker_restarts=len(by_restart))
     total, folded = RESULTS["swapover_boundaries"]
     print(f"\nfault injection on Artemis {RESULTS['version']}, swapover: {len(RESULTS['kills'])} controller kills "
-          f"under 100 msg/s ({total} task boundaries, {folded} of them leaving the state an earlier one leaves), "
+          f"under {LOAD_RATE} msg/s ({total} task boundaries, {folded} of them leaving the state an earlier one "
+          "leaves), "
           f"each followed by a restart of the old broker and a re-run; sampler so far {sampler.summary()}; "
           f"ledgers {summary}; "
           f"delivered twice: {len(by_restart)} explained by the {len(RESULTS['restarts'])} broker restarts, "

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from fault_support import (
     FAST,
+    LOAD_RATE,
     SAFETY_CHECKS,
     VERSIONS,
     breaches,
@@ -136,7 +137,7 @@ def sampler(lab):
 @pytest.fixture(scope="module")
 def load(lab, sampler, tmp_path_factory):
     evidence = tmp_path_factory.mktemp("faults-fj-evidence")
-    traffic = Traffic(lab, evidence, "faults-jolokia", "fj", address=ADDRESS, producers=2, consumers=2, rate=100)
+    traffic = Traffic(lab, evidence, "faults-jolokia", "fj", address=ADDRESS, producers=2, consumers=2, rate=LOAD_RATE)
     traffic.start()
     try:
         yield traffic, evidence
@@ -267,7 +268,8 @@ def test_swapover_ledgers_nothing_lost(lab, load, sampler):
     traffic.stop()
     summary = reconcile(traffic.run_dir, "fj", "faults-jolokia").summary()
     RESULTS["ledgers"] = summary
-    print(f"\nArtemis {RESULTS['version']}, Jolokia down, swapover: {len(RESULTS['jolokia'])} cases under 100 msg/s; "
+    print(f"\nArtemis {RESULTS['version']}, Jolokia down, swapover: {len(RESULTS['jolokia'])} cases "
+          f"under {LOAD_RATE} msg/s; "
           f"ledgers {summary}; "
           f"sampler {sampler.summary()}")
     assert summary["lost"] == 0 and summary["real_duplicates"] == 0, summary
