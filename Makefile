@@ -100,7 +100,8 @@ unit: venv schemas awx-collection
 test-lab: venv plugin venv-oldest
 	bash tests/run-pytest.sh lab tests/lab
 
-# The integration layer in three steps (on 2 cores it mostly waits on brokers and gates: 0.6 of a core on average):
+# The integration layer in three steps (on 2 cores it is CPU-bound: one fault suite alone keeps 1.25 cores busy with
+# its brokers, traffic and runbooks, two side by side ~90 % of both):
 # 1. alone, INTEGRATION_ALONE: the rehearsal, whose swapover evidence the agent layer's RTO test reads (recorded
 #    without contention), and the 2.37 safety test, which kills the controller the instant a fence is in a file
 #    (under contention the kill can land after the next step; a safe state, but not the one it asserts);
@@ -108,7 +109,7 @@ test-lab: venv plugin venv-oldest
 #    INTEGRATION_STREAM_A, and every other module (a new test file joins that stream by itself);
 # 3. the fault suites (every task boundary of every runbook), one run per Artemis version side by side
 #    (tests/integration/run-fault-suites.sh); their evidence is their own.
-# Measured: benchmarks/README.md ("make test").
+# Measured: benchmarks/README.md ("make test", "The integration layer in streams", "Where the fault suites' CPU goes").
 INTEGRATION_ALONE := tests/integration/test_rehearsal.py tests/integration/test_safety_oldest_version.py
 INTEGRATION_STREAM_A := $(addprefix tests/integration/,test_ha_lab.py test_ha_shared_store.py test_ha_agent.py \
   test_getting_started.py test_deploy_lab.py test_jolokia_tls.py)
