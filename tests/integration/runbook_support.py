@@ -384,14 +384,13 @@ class RoleSampler(threading.Thread):
 
     Why a connect and not the acceptor's `Started` over Jolokia: it is what a client meets, and it costs the
     broker a tenth (20 samples/s: 0.013 against 0.13 of a core per broker, since every Jolokia request runs a JAAS
-    login; benchmarks/README.md "The integration layer in streams"), which matters when two fault suites share
+    login; benchmarks/README.md "Where the fault suites' CPU goes"), which matters when two fault suites share
     two cores with their traffic for half an hour."""
 
     def __init__(self, lab: Lab, interval: float = 0.05, on_sample: Callable[[dict], None] | None = None,
                  max_seconds: float = 900, timeout: float = 2.0):
         super().__init__(daemon=True)
-        self.lab, self.interval, self.on_sample, self.max_seconds = lab, interval, on_sample, max_seconds
-        self.timeout = timeout
+        self.interval, self.on_sample, self.max_seconds, self.timeout = interval, on_sample, max_seconds, timeout
         self.addresses = {s: ("127.0.0.1", lab.base + CLIENT_OFFSET[s]) for s in SITES}
         self.samples: list[dict] = []
         self._halt = threading.Event()
