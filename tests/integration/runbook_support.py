@@ -192,6 +192,17 @@ class Lab:
     def amqp_url(self, site: str) -> str:
         return f"amqp://127.0.0.1:{self.base + CLIENT_OFFSET[site]}"
 
+    def accepts_clients(self, site: str, timeout: float = 1.0) -> bool | None:
+        """A TCP connect to the site's (or broker's) client acceptor: True accepted, False refused (a stopped
+        acceptor or broker), None no answer within ``timeout``."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.base + CLIENT_OFFSET[site]), timeout=timeout):
+                return True
+        except ConnectionRefusedError:
+            return False
+        except OSError:
+            return None
+
     def wan_control(self, link: str) -> str:
         return f"http://127.0.0.1:{self.base + WAN_CONTROL_OFFSET[link]}"
 
@@ -378,9 +389,9 @@ class Lab:
 
 # ---------------------------------------------------------------------- role sampler
 class RoleSampler(threading.Thread):
-    """Samples whether each site accepts clients every `interval` s: a TCP connect to its client acceptor (True:
-    accepted, False: refused, None: no answer within the timeout), one site after the other. `both_open` lists
-    the samples where both sites accepted.
+    """Samples whether each site accepts clients every `interval` s: a TCP connect to its client acceptor
+    (``Lab.accepts_clients``: True accepted, False refused, None no answer within the timeout), one site after the
+    other. `both_open` lists the samples where both sites accepted.
 
     Why a connect and not the acceptor's `Started` over Jolokia: it is what a client meets, and it costs the
     broker a tenth (20 samples/s: 0.013 against 0.13 of a core per broker, since every Jolokia request runs a JAAS
@@ -390,19 +401,10 @@ class RoleSampler(threading.Thread):
     def __init__(self, lab: Lab, interval: float = 0.05, on_sample: Callable[[dict], None] | None = None,
                  max_seconds: float = 900, timeout: float = 2.0):
         super().__init__(daemon=True)
-        self.interval, self.on_sample, self.max_seconds, self.timeout = interval, on_sample, max_seconds, timeout
-        self.addresses = {s: ("127.0.0.1", lab.base + CLIENT_OFFSET[s]) for s in SITES}
+        self.lab, self.interval, self.on_sample, self.max_seconds = lab, interval, on_sample, max_seconds
+        self.timeout = timeout
         self.samples: list[dict] = []
         self._halt = threading.Event()
-
-    def accepts(self, site: str) -> bool | None:
-        try:
-            with socket.create_connection(self.addresses[site], timeout=self.timeout):
-                return True
-        except ConnectionRefusedError:
-            return False
-        except OSError:
-            return None
 
     def run(self) -> None:
         deadline = time.monotonic() + self.max_seconds  # bounded even if the test forgets to stop it
@@ -410,7 +412,7 @@ class RoleSampler(threading.Thread):
             t0 = time.time()
             sample = {"t0": t0}
             for site in SITES:
-                sample[site] = self.accepts(site)
+                sample[site] = self.lab.accepts_clients(site, timeout=self.timeout)
             sample["t1"] = time.time()
             self.samples.append(sample)
             if self.on_sample is not None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -52,7 +51,6 @@ from pathlib import Path
 
 import pytest
 from runbook_support import (
-    CLIENT_OFFSET,
     HA_BACKUP,
     MIRROR_SNF,
     Lab,
@@ -162,15 +160,6 @@ def standing_by(lab: Lab, broker: str) -> bool:
 
 def serving(lab: Lab, broker: str) -> bool:
     return broker_attr(lab, broker, "Active") is True and broker_attr(lab, broker, "Backup") is False
-
-
-def accepts_clients(lab: Lab, broker: str) -> bool:
-    """A TCP connection to the broker's client acceptor is accepted (a stopped broker's port refuses it)."""
-    try:
-        with socket.create_connection(("127.0.0.1", lab.base + CLIENT_OFFSET[broker]), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def artemis_said(lab: Lab, broker: str, message: str) -> int:
@@ -353,7 +342,7 @@ def test_the_role_rendered_the_check_and_both_brokers_poll_their_gateway(lab, ga
     polls = {b: gw.hits_since(t0) for b, gw in gateways.items()}
     print(f"gateway reads in 3.5 s (period {PERIOD_MS} ms): {polls}")
     assert all(n >= 2 for n in polls.values()), polls
-    assert serving(lab, "dc1") and accepts_clients(lab, "dc1")
+    assert serving(lab, "dc1") and lab.accepts_clients("dc1")
     assert standing_by(lab, BACKUP)
 
 
@@ -363,19 +352,19 @@ def test_a_live_primary_cut_off_from_its_gateway_stops_serving_and_serves_again_
     t0 = time.monotonic()
     gateways["dc1"].down()
     try:
-        stopped = until(lambda: not accepts_clients(lab, "dc1") and broker_attr(lab, "dc1", "Active") is not True,
+        stopped = until(lambda: not lab.accepts_clients("dc1") and broker_attr(lab, "dc1", "Active") is not True,
                         30, 0.1)
         assert stopped is not None, "the primary kept serving 30 s after its network check started failing"
         # failover-on-shutdown false: the stopped primary pauses the store, the backup keeps standing by (no split
         # brain and no takeover by a backup that cannot tell the primary's isolation from its death)
         time.sleep(3)
         assert standing_by(lab, BACKUP), {a: broker_attr(lab, BACKUP, a) for a in ("Started", "Backup", "Active")}
-        assert not accepts_clients(lab, "dc1") and broker_attr(lab, "dc1", "Active") is not True, \
+        assert not lab.accepts_clients("dc1") and broker_attr(lab, "dc1", "Active") is not True, \
             "the primary started again while its gateway was still down"
     finally:
         t1 = time.monotonic()
         gateways["dc1"].up()
-    back = until(lambda: serving(lab, "dc1") and accepts_clients(lab, "dc1"), 60, 0.1)
+    back = until(lambda: serving(lab, "dc1") and lab.accepts_clients("dc1"), 60, 0.1)
     assert back is not None, "the primary did not serve again within 60 s of its gateway coming back"
     assert standing_by(lab, BACKUP)
     # it was Artemis's network check that stopped and started it, once each
@@ -394,18 +383,18 @@ def test_an_isolated_backup_stops_and_does_not_take_over_when_the_primary_dies_u
     gateways[BACKUP].down()
     stopped = until(lambda: broker_attr(lab, BACKUP, "Started") is not True, 30, 0.1)
     assert stopped is not None, "the backup kept standing by 30 s after its network check started failing"
-    assert serving(lab, "dc1") and accepts_clients(lab, "dc1"), "the primary stopped with the backup's check"
+    assert serving(lab, "dc1") and lab.accepts_clients("dc1"), "the primary stopped with the backup's check"
     # the primary dies while the backup is cut off: the backup must not make itself live
     t_kill = time.monotonic()
     os.kill(lab.broker_pid("dc1"), signal.SIGKILL)
-    took_over = until(lambda: broker_attr(lab, BACKUP, "Active") is True or accepts_clients(lab, BACKUP),
+    took_over = until(lambda: broker_attr(lab, BACKUP, "Active") is True or lab.accepts_clients(BACKUP),
                       NO_TAKEOVER_WINDOW, 0.2)
     assert took_over is None, f"the isolated backup took over {took_over:.1f} s after the primary's kill"
-    assert not accepts_clients(lab, "dc1")
+    assert not lab.accepts_clients("dc1")
     assert artemis_said(lab, BACKUP, unhealthy(BACKUP)) == said[0] + 1
     # its network is back: Artemis starts the backup again, it finds the store free and serves dc1
     gateways[BACKUP].up()
-    live = until(lambda: serving(lab, BACKUP) and accepts_clients(lab, BACKUP), 90, 0.1)
+    live = until(lambda: serving(lab, BACKUP) and lab.accepts_clients(BACKUP), 90, 0.1)
     assert live is not None, "the backup did not take over within 90 s of its gateway coming back"
     assert artemis_said(lab, BACKUP, healthy_again(BACKUP)) == said[1] + 1
     print(f"backup: stopped {stopped:.1f} s after its gateway went down; primary killed {t_kill - t0:.1f} s after "
