@@ -147,7 +147,8 @@ class PlaybookRun:
 
 
 class Lab:
-    """A private two-site lab (script mode: no Ansible for the set-up) plus the initial roles."""
+    """A private lab (its own LAB_ROOT and port block) that lab-up.sh deploys with the collection's own playbooks
+    (deploy.yml, then initial_roles.yml), read and driven through Jolokia, its acceptors and its WAN links."""
 
     def __init__(self, root: Path, base: int | None = None, version: str = "2.44.0", topology: str = "two-site"):
         self.root = Path(root)
