@@ -100,25 +100,11 @@ unit: venv schemas awx-collection
 test-lab: venv plugin venv-oldest
 	bash tests/run-pytest.sh lab tests/lab
 
-# The integration layer in three steps (on 2 cores it is CPU-bound: one fault suite alone keeps 1.25 cores busy with
-# its brokers, traffic and runbooks, two side by side ~90 % of both):
-# 1. alone, INTEGRATION_ALONE: the rehearsal, whose swapover evidence the agent layer's RTO test reads (recorded
-#    without contention), and the 2.37 safety test, which kills the controller the instant a fence is in a file
-#    (under contention the kill can land after the next step; a safe state, but not the one it asserts);
-# 2. two streams side by side (tests/run-side-by-side.sh: each its own labs, port share and JUnit file):
-#    INTEGRATION_STREAM_A, and every other module (a new test file joins that stream by itself);
-# 3. the fault suites (every task boundary of every runbook), one run per Artemis version side by side
-#    (tests/integration/run-fault-suites.sh); their evidence is their own.
-# Measured: benchmarks/README.md ("make test", "The integration layer in streams", "Where the fault suites' CPU goes").
-INTEGRATION_ALONE := tests/integration/test_rehearsal.py tests/integration/test_safety_oldest_version.py
-INTEGRATION_STREAM_A := $(addprefix tests/integration/,test_ha_lab.py test_ha_shared_store.py test_ha_agent.py \
-  test_getting_started.py test_deploy_lab.py test_jolokia_tls.py)
-FAULT_SUITES := tests/integration/test_faults.py tests/integration/test_faults_jolokia.py
+# The integration layer: its composition (what runs alone, the queue of the rest over two slots, longest first)
+# lives in tests/integration/run-queue.sh, which says why. Measured: benchmarks/README.md ("make test", "The
+# integration layer in streams", "Where the fault suites' CPU goes").
 test-integration: venv system-deps plugin pipeline-prepare
-	bash tests/run-pytest.sh integration $(INTEGRATION_ALONE)
-	bash tests/run-side-by-side.sh "integration-a $(INTEGRATION_STREAM_A)" \
-	  "integration-b $(addprefix --ignore=,$(INTEGRATION_ALONE) $(INTEGRATION_STREAM_A) $(FAULT_SUITES)) tests/integration"
-	bash tests/integration/run-fault-suites.sh $(FAULT_SUITES)
+	bash tests/integration/run-queue.sh
 
 test-pipeline: venv system-deps pipeline-prepare
 	bash tests/run-pytest.sh pipeline tests/pipeline
@@ -146,7 +132,16 @@ plugin:
 
 test-plugin: plugin
 
-test: lint sanity unit test-plugin test-lab test-traffic test-integration test-agent test-pipeline molecule
+# Every layer. Side by side first: lint, sanity and the plugin's build, about one core each (sanity's first run mostly
+# waits on pip; -O prints each target's output whole when it ends). Then one after the other: unit (two workers
+# already), the lab and traffic layers (the WAN link's latencies and the traffic tool's rates are measured),
+# integration (its own queue), the agent layer, the pipeline layer (1.76 cores alone: beside molecule both took
+# 218 s against ~243 s one after the other, too little for the risk), molecule. The first step built the plugin and
+# ran its JUnit suite: the second takes it as made (-o plugin) instead of running it again.
+test:
+	$(MAKE) --no-print-directory -j3 -O lint sanity test-plugin
+	$(MAKE) --no-print-directory -o plugin unit test-lab test-traffic test-integration test-agent test-pipeline \
+	  molecule
 	@echo "make test: every layer passed"
 
 # --- lab: real Apache Artemis (Maven Central, cached in build/downloads) deployed by the collection ---------

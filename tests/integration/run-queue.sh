@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The integration layer (`make test-integration`). On 2 cores it is CPU-bound: one fault suite alone keeps 1.25 cores
+# busy with its brokers, traffic and runbooks, two side by side ~90 % of both. So:
+# 1. alone first (JUnit build/test-results/integration.xml): the rehearsal, whose swapover evidence the agent layer's
+#    RTO test reads (recorded without contention), and the 2.37 safety test, which kills the controller the instant a
+#    fence is in a file (under contention the kill can land after the next step; a safe state, but not the one it
+#    asserts);
+# 2. every other module in one queue over SLOTS (default 2) side by side runs (tests/run-side-by-side.sh: each
+#    stream its own labs, port share, temporary directory and JUnit file build/test-results/<stream>.xml).
+#   bash tests/integration/run-queue.sh                  # the whole layer, both steps
+#   bash tests/integration/run-queue.sh TEST_FILE...     # only these, queued (no step 1)
+#   QUEUE_LIST=1 bash tests/integration/run-queue.sh     # print the streams in queue order, run nothing
+# The fault suites (test_faults.py, test_faults_jolokia.py: every task boundary of every runbook) run as one stream
+# per Artemis version of fault_support.VERSIONS (both modules in it, each with its own lab). The streams queue
+# longest first, by their wall times in the fresh-clone `make test` of 2026-11-28 (benchmarks/README.md "make
+# test"), so the two slots end close together; a module not listed below joins at the end by itself.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+# step 1, never in the queue (above: why)
+alone=(test_rehearsal test_safety_oldest_version)
+faults=(test_faults test_faults_jolokia)
+longest_first=(test_ha_lab test_modules_lab test_ha_shared_store test_runbooks_swapover test_plugin_lab
+  test_getting_started test_runbooks_failover test_runner_lane test_ha_agent test_deploy_lab test_jolokia_tls)
+
+has() { local x; for x in "${@:2}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
+wanted=()
+if [ $# -gt 0 ]; then
+  for f in "$@"; do
+    [ -f "$f" ] || { echo "$f: no such test file" >&2; exit 2; }
+    wanted+=("$(basename "$f" .py)")
+  done
+else
+  for f in tests/integration/test_*.py; do
+    m=$(basename "$f" .py)
+    has "$m" "${alone[@]}" || wanted+=("$m")
+  done
+fi
+
+streams=()
+fault_files=()
+for m in "${faults[@]}"; do has "$m" "${wanted[@]}" && fault_files+=("tests/integration/$m.py"); done
+if [ "${#fault_files[@]}" -gt 0 ]; then
+  read -r -a versions <<< "$("$root/.venv/bin/python" -c 'import sys; sys.path.insert(0, "tests/integration")
+import fault_support; print(" ".join(fault_support.VERSIONS))')"
+  for v in "${versions[@]}"; do streams+=("faults-$v -k $v ${fault_files[*]}"); done
+fi
+for m in "${longest_first[@]}"; do
+  has "$m" "${wanted[@]}" && streams+=("integration-${m#test_} tests/integration/$m.py")
+done
+for m in "${wanted[@]}"; do
+  has "$m" "${faults[@]}" "${longest_first[@]}" || streams+=("integration-${m#test_} tests/integration/$m.py")
+done
+if [ "${#streams[@]}" -eq 0 ]; then echo "no integration module to run" >&2; exit 2; fi
+# QUEUE_LIST=1: print the streams in queue order, run nothing
+if [ -n "${QUEUE_LIST:-}" ]; then printf '%s\n' "${streams[@]}"; exit 0; fi
+if [ $# -eq 0 ]; then
+  alone_files=()
+  for m in "${alone[@]}"; do alone_files+=("tests/integration/$m.py"); done
+  bash tests/run-pytest.sh integration "${alone_files[@]}" || exit 1
+fi
+SLOTS=${SLOTS:-2} exec bash tests/run-side-by-side.sh "${streams[@]}"
