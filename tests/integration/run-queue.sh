@@ -20,8 +20,12 @@ cd "$root" || exit 1
 # step 1, never in the queue (above: why)
 alone=(test_rehearsal test_safety_oldest_version)
 faults=(test_faults test_faults_jolokia)
-longest_first=(test_ha_lab test_modules_lab test_ha_shared_store test_runbooks_swapover test_plugin_lab
-  test_getting_started test_runbooks_failover test_runner_lane test_ha_agent test_deploy_lab test_jolokia_tls)
+# a stream each ("NAME: MODULE..." for one of several), longest first. The modules of the HA labs (three and four
+# brokers) share one stream: beside test_ha_shared_store, test_ha_lab's phantom test, whose traffic runs over
+# deliberately small replication buffers, got 2,465 of 3,000 messages through in 90 s (8 reconnects; 2026-11-28),
+# never seen while the HA modules ran in one stream
+longest_first=("ha: test_ha_lab test_ha_shared_store test_ha_agent" test_modules_lab test_runbooks_swapover
+  test_plugin_lab test_getting_started test_runbooks_failover test_runner_lane test_deploy_lab test_jolokia_tls)
 
 has() { local x; for x in "${@:2}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
 wanted=()
@@ -45,11 +49,20 @@ if [ "${#fault_files[@]}" -gt 0 ]; then
 import fault_support; print(" ".join(fault_support.VERSIONS))')"
   for v in "${versions[@]}"; do streams+=("faults-$v -k $v ${fault_files[*]}"); done
 fi
-for m in "${longest_first[@]}"; do
-  has "$m" "${wanted[@]}" && streams+=("integration-${m#test_} tests/integration/$m.py")
+listed=()
+for group in "${longest_first[@]}"; do
+  name=${group%%:*}
+  [ "$name" != "$group" ] || name=${group#test_}
+  read -r -a members <<< "${group#*:}"
+  files=()
+  for m in "${members[@]}"; do
+    listed+=("$m")
+    has "$m" "${wanted[@]}" && files+=("tests/integration/$m.py")
+  done
+  [ "${#files[@]}" -gt 0 ] && streams+=("integration-$name ${files[*]}")
 done
 for m in "${wanted[@]}"; do
-  has "$m" "${faults[@]}" "${longest_first[@]}" || streams+=("integration-${m#test_} tests/integration/$m.py")
+  has "$m" "${faults[@]}" "${listed[@]}" || streams+=("integration-${m#test_} tests/integration/$m.py")
 done
 if [ "${#streams[@]}" -eq 0 ]; then echo "no integration module to run" >&2; exit 2; fi
 # QUEUE_LIST=1: print the streams in queue order, run nothing
