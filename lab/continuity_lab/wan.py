@@ -159,12 +159,22 @@ class WanLink:
             except (TimeoutError, OSError):
                 up = False
             if up != self.target_up:
-                self.target_up = up
-                if not up and self._server is not None:
-                    self._server.close()  # new clients are refused; connections already piped end by themselves
-                    self._server = None
-                elif up and not self.is_cut and self._server is None:
-                    await self._listen()
+                if not up:
+                    self.target_up = False
+                    if self._server is not None:
+                        self._server.close()  # new clients are refused; connections already piped end by themselves
+                        self._server = None
+                else:
+                    # target_up turns True only once the link listens again: status() readers (tests, the lab)
+                    # connect as soon as they see it, and a refusal then would be the link's own race.
+                    if not self.is_cut and self._server is None:
+                        try:
+                            await self._listen()
+                        except OSError as err:  # the port was taken meanwhile: stay down, try again next probe
+                            print(f"{self.name}: cannot listen again on port {self.port}: {err}", file=sys.stderr)
+                            await asyncio.sleep(interval)
+                            continue
+                    self.target_up = True
             await asyncio.sleep(interval)
 
     async def _start_watch(self) -> None:
