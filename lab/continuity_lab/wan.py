@@ -53,7 +53,7 @@ class WanLink:
         self.name = name
         self.dirs = {d: _Direction() for d in DIRECTIONS}
         self.is_cut = False
-        self.target_up = True  # the target accepted the last probe (see _follow_target)
+        self.target_up = True  # the target accepted the last probe and the link listens for it (see _follow_target)
         self.accepted = 0
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
