@@ -167,14 +167,12 @@ class WanLink:
                 else:
                     # target_up turns True only once the link listens again: status() readers (tests, the lab)
                     # connect as soon as they see it, and a refusal then would be the link's own race.
-                    if not self.is_cut and self._server is None:
-                        try:
+                    try:
+                        if not self.is_cut and self._server is None:
                             await self._listen()
-                        except OSError as err:  # the port was taken meanwhile: stay down, try again next probe
-                            print(f"{self.name}: cannot listen again on port {self.port}: {err}", file=sys.stderr)
-                            await asyncio.sleep(interval)
-                            continue
-                    self.target_up = True
+                        self.target_up = True
+                    except OSError as err:  # the port was taken meanwhile: stay down, try again next probe
+                        print(f"{self.name}: cannot listen again on port {self.port}: {err}", file=sys.stderr)
             await asyncio.sleep(interval)
 
     async def _start_watch(self) -> None:
