@@ -218,6 +218,16 @@ def _service(lab: Lab, site: str, action: str) -> None:
     assert done.returncode == 0, f"artemis-service {action} of {site}: {done.stdout}{done.stderr}"
 
 
+def _stop_service(lab: Lab, site: str) -> None:
+    """artemis-service stop sends SIGTERM, then gives the broker 5 s and says "Could not stop process" if it is still
+    shutting down (seen in a fault suite under a full queue). The caller then waits for the process itself, as the
+    role's continuity-restart script does; anything else the script reports fails here."""
+    done = subprocess.run([str(lab.instance(site) / "bin" / "artemis-service"), "stop"], capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode != 0 and "Could not stop process" not in done.stdout:
+        raise AssertionError(f"artemis-service stop of {site}: {done.stdout}{done.stderr}")
+
+
 def kill_broker(lab: Lab, site: str) -> dict:
     """kill -9 of a site's broker, and wait until the process is gone (its service script refuses to start while the
     pid in its pid file is alive). Returns when (as restart_broker does, without ``answered``)."""
@@ -280,7 +290,7 @@ def restart_broker(lab: Lab, site: str) -> dict:
     says, whatever it did at runtime before. Returns when it stopped (wall clock), for the ledgers."""
     pid = lab.broker_pid(site)
     began = time.time()
-    _service(lab, site, "stop")
+    _stop_service(lab, site)
     _wait_gone(pid, site, "artemis-service stop")
     stopped = time.time()
     start_broker(lab, site)
