@@ -161,6 +161,41 @@ def test_lab_clients_follow_a_swapover(lab, tmp_path, addr):
     assert read_status(status)["disconnects"] >= 2
 
 
+def test_lab_stop_while_the_consumer_reconnects_waits_for_it_and_drains(lab, tmp_path, addr):
+    """A stop that arrives while the consumer is reconnecting (its broker's client acceptor is down, as during an HA
+    failback or a switch) waits for it, up to --drain-timeout, instead of closing at once: the messages queued for it
+    are received, not left on the queue for the ledgers to call lost."""
+    common = ["--evidence-dir", str(tmp_path), "--run-id", "labreconnect", "--display", "log"]
+    prod = run_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "1", "-C", "0", "--rate", "200", "--duration", "2",
+                       "--name", "prod", *common, env=env(lab), timeout=60)
+    assert prod.returncode == 0, prod.stdout + prod.stderr
+    queued = wait_for(lambda: lab.queue_count("dc1", addr) or None, 10, what="messages queued on dc1")
+    status = tmp_path / "c.json"
+    lab.acceptor("dc1", "artemis", "stop")
+    cons = None
+    try:
+        cons = spawn_traffic("run", *lab_args(lab, addr, "dc1"), "-P", "0", "-C", "1", "--drain-timeout", "30",
+                             "--name", "cons", "--status-file", str(status), *common, env=env(lab),
+                             log=tmp_path / "cons.log")
+        wait_for(lambda: (read_status(status) or {}).get("disconnects", 0) >= 2, 20, what="refused reconnects")
+        cons.send_signal(signal.SIGTERM)
+        time.sleep(2)
+        assert cons.poll() is None, "the consumer stopped while it could not drain: " + (
+            tmp_path / "cons.log").read_text()[-2000:]
+        lab.acceptor("dc1", "artemis", "start")
+        assert cons.wait(60) == 0, (tmp_path / "cons.log").read_text()[-2000:]
+    finally:
+        if cons is not None and cons.poll() is None:
+            cons.kill()
+        lab.acceptor("dc1", "artemis", "start")
+    assert lab.queue_count("dc1", addr) == 0
+    led = load_ledgers(tmp_path / "labreconnect")
+    assert not led.invalid, led.invalid[:5]
+    rec = reconcile(led)
+    assert rec.accepted >= queued and rec.lost == [], (rec.accepted, rec.lost[:10])
+    assert read_status(status)["stop_reason"] == "signal SIGTERM"
+
+
 def test_lab_wrong_password_exits_3_quickly(lab, tmp_path, addr):
     start = time.monotonic()
     res = run_traffic("run", *lab_args(lab, addr, "dc1"), "--evidence-dir", str(tmp_path), "--display", "quiet",

@@ -67,7 +67,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     t.add_argument("--drain-timeout", type=float, default=10.0,
                    help="on stop: max seconds to wait for settlements and for consumers to empty the queue")
     t.add_argument("--drain-idle", type=float, default=1.0,
-                   help="on stop: consumers finish after S seconds without a message")
+                   help="on stop: consumers finish after S seconds without a message (a reconnecting one is "
+                        "waited for, up to --drain-timeout)")
     o = p.add_argument_group("output")
     o.add_argument("--evidence-dir", default="build/evidence", help="ledgers go to EVIDENCE_DIR/RUN_ID/")
     o.add_argument("--run-id", help="run id (default traffic-<UTC time>-<random>)")

@@ -228,7 +228,7 @@ class Consumer(amqp.ManagedClient):
         self.address = address
         self.held: list[tuple[Any, dict]] = []   # batch/transacted: (delivery, record) not yet acknowledged
         self.batch_started = 0.0
-        self.last_message = time.monotonic()
+        self.last_activity = time.monotonic()  # the last message, or the last (re)connect: what drain_idle counts from
         self.receiver = None
         self.txn = None
         self.txn_committing: list[tuple[Any, dict]] | None = None
@@ -240,6 +240,7 @@ class Consumer(amqp.ManagedClient):
     def on_ready(self, event) -> None:
         self.receiver = event.container.create_receiver(self.connection, self.address,
                                                         options=amqp.consume_options())
+        self.last_activity = time.monotonic()  # the broker has had no time to deliver yet
         self.engine.connected(self.name, self.endpoint.site)
         if self.cfg.ack_mode == "transacted":
             self.txn = None
@@ -252,7 +253,7 @@ class Consumer(amqp.ManagedClient):
             self.engine.counters.add("received_after_close")
             return
         now = time.time()
-        self.last_message = time.monotonic()
+        self.last_activity = time.monotonic()
         msg = event.message
         props = msg.properties or {}
         dc = int(msg.delivery_count or 0)
@@ -494,7 +495,9 @@ class TrafficEngine:
         waited = now_m - self._stop_started
         timed_out = waited >= self.cfg.drain_timeout
         producers_idle = all(p.idle or not p.ready for p in self.producers)
-        consumers_idle = all(not c.ready or (now_m - c.last_message >= self.cfg.drain_idle and not c.busy)
+        # A consumer that is reconnecting (its broker failing back, a site switching) is not idle: what waits for it
+        # on the queue would stay there and the ledgers would call it lost. The drain timeout bounds the wait.
+        consumers_idle = all(c.ready and now_m - c.last_activity >= self.cfg.drain_idle and not c.busy
                              for c in self.consumers)
         if self.fatal is None and not timed_out and not (producers_idle and consumers_idle):
             return False
