@@ -212,10 +212,12 @@ def _wait_gone(pid: int, site: str, how: str, seconds: float = 60) -> None:
     raise AssertionError(f"{site}'s broker (pid {pid}) still exists {seconds:.0f} s after {how}")
 
 
-def _service(lab: Lab, site: str, action: str) -> None:
-    done = subprocess.run([str(lab.instance(site) / "bin" / "artemis-service"), action], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, f"artemis-service {action} of {site}: {done.stdout}{done.stderr}"
+def start_service(lab: Lab, site: str, timeout: float = 120) -> None:
+    """artemis-service start of a stopped broker, without waiting for it to answer; fails with what the script said
+    when it refuses (e.g. "Already running": the previous process still exists)."""
+    done = subprocess.run([str(lab.instance(site) / "bin" / "artemis-service"), "start"], capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, f"artemis-service start of {site}: {done.stdout}{done.stderr}"
 
 
 def _stop_service(lab: Lab, site: str) -> None:
@@ -276,7 +278,7 @@ def broker_diagnosis(lab: Lab, site: str) -> str:
 
 def start_broker(lab: Lab, site: str) -> None:
     """Start a stopped broker with its service script and wait until it answers."""
-    _service(lab, site, "start")
+    start_service(lab, site)
     deadline = time.monotonic() + 120
     while lab.acceptor_started(site) is None and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -23,7 +23,7 @@ import subprocess
 import time
 
 import pytest
-from fault_support import stop_broker
+from fault_support import start_service, stop_broker
 from runbook_support import (
     HA_BACKUP,
     Lab,
@@ -155,10 +155,8 @@ def test_swapover_there_and_back_while_dc1_runs_on_its_backup(lab, tmp_path):
 
 
 def test_the_primary_comes_back_and_the_backup_hands_the_site_back(lab):
-    instance = lab.instance("dc1")
     t0 = time.monotonic()
-    subprocess.run([str(instance / "bin" / "artemis-service"), "start"], check=True, capture_output=True,
-                   timeout=60)
+    start_service(lab, "dc1", timeout=60)
     primary, backup = objectname.broker("dc1"), objectname.broker(BACKUP)
     back = until(lambda: read(lab, "dc1", primary, "Active") is True, 180, 0.2)
     assert back is not None, "the primary did not become live again (allow-failback)"
@@ -258,17 +256,13 @@ def test_failback_brings_the_whole_pair_back_passive_then_hands_the_site_back(la
 def restart_pair(lab: Lab) -> None:
     """Stop the backup and the primary, start the primary, then the backup; wait until dc1 serves from its primary
     with the backup in sync and both mirrors connected. A broker already dead (a kill before) is only started."""
-    def start(broker: str) -> None:
-        subprocess.run([str(lab.instance(broker) / "bin" / "artemis-service"), "start"], check=True,
-                       capture_output=True, timeout=120)
-
     primary, backup = objectname.broker("dc1"), objectname.broker(BACKUP)
     # a stop that outlasts artemis-service's 5 s is waited for: a start beside a stopping broker says "Already running"
     stop_broker(lab, BACKUP)
     stop_broker(lab, "dc1")
-    start("dc1")
+    start_service(lab, "dc1")
     assert until(lambda: read(lab, "dc1", primary, "Active") is True, 180, 0.5) is not None, "primary not live"
-    start(BACKUP)
+    start_service(lab, BACKUP)
     assert until(lambda: read(lab, BACKUP, backup, "ReplicaSync") is True, 180, 0.5) is not None, "backup not in sync"
     assert until(lambda: connected(lab, "dc1", "DC2") is True and connected(lab, "dc2", "DC1") is True, 180,
                  0.5) is not None, "mirrors not connected"

@@ -43,13 +43,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from fault_support import start_service
 from runbook_support import (
     HA_BACKUP,
     MIRROR_SNF,
@@ -298,8 +298,7 @@ def test_kill_of_the_primary_under_load_the_backup_takes_the_store_and_nothing_i
 def test_the_primary_started_again_takes_the_store_back_and_both_sites_end_equal(lab, tmp_path):
     assert broker_attr(lab, BACKUP, "Active") is True, "runs after the kill test: the backup serves dc1"
     t0 = time.monotonic()
-    subprocess.run([str(lab.instance("dc1") / "bin" / "artemis-service"), "start"], check=True, capture_output=True,
-                   timeout=60)
+    start_service(lab, "dc1", timeout=60)
     back = until(lambda: broker_attr(lab, "dc1", "Active") is True, 180, 0.2)
     assert back is not None, "the primary did not take the store back (the backup's allow-failback)"
     standby = until(lambda: standing_by(lab, BACKUP), 120, 0.2)
