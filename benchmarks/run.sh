@@ -8,6 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 py="$root/.venv/bin/python"
 out="$root/build/bench"; mkdir -p "$out"
 export PYSPARK_PYTHON="$py" PYTHONPATH="$root/lab${PYTHONPATH:+:$PYTHONPATH}"
+# Brokers as production runs them (both JIT compilers), not the lab's start-up setting (docs/lab.md).
+export LAB_BROKER_JAVA_OPTIONS="${LAB_BROKER_JAVA_OPTIONS:-none}"
 declare -A cmd=(
   [wan_mirror]="benchmarks/wan_mirror_cut.py --rate 1000 --latency-ms 20 --warmup 20 --cut 60"
   [jolokia]="benchmarks/jolokia_bench.py --queues 1000 --runs 5"

@@ -11,6 +11,8 @@ free range, for runs side by side), LAB_WAN_LATENCY_MS (0), LAB_DOWNLOAD_DIR (bu
 LAB_TOPOLOGY (`two-site`; `ha`: dc1 is a replicated primary/backup pair, inventories/lab/ha.yml; `ha-shared`: dc1 is a
 shared-store primary/backup pair over one directory under the lab root, inventories/lab/ha-shared.yml; docs/ha.md),
 LAB_INVENTORY_OVERLAY (an inventory file added after the topology's: its host variables win; none by default).
+LAB_BROKER_JAVA_OPTIONS (the brokers' extra JVM options, space-separated; `none`: none; default the client compiler
+only, docs/lab.md).
 Per site (dc2 = +100): http base+161, client acceptor `artemis` (CORE,AMQP) base+616, mirror acceptor `mirror`
 (AMQP) base+617, cluster acceptor (CORE, HA pairs only) base+618. WAN link into dc1: base+900, into dc2:
 base+901; their control endpoints base+910 / base+911. With LAB_TOPOLOGY=ha or ha-shared, dc1's backup `dc1-backup`

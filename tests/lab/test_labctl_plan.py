@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 import yaml
 from conftest import REPO
@@ -124,3 +127,21 @@ def test_ha_shared_topology_has_the_ha_ports_and_one_store_for_both_brokers_of_d
     # the rest is the replicated lab's: cluster acceptor, dc2's mirror into the primary then the backup
     ha_inv = yaml.safe_load((REPO / "inventories/lab/ha.yml").read_text())["all"]["children"]["artemis"]
     assert inv["vars"] == ha_inv["vars"] and inv["children"]["dc2"] == ha_inv["children"]["dc2"]
+
+
+@pytest.mark.parametrize(("env_value", "expected"), [
+    (None, ["-XX:TieredStopAtLevel=1"]),
+    ("none", []),
+    ("-XX:+UseG1GC -Xlog:gc", ["-XX:+UseG1GC", "-Xlog:gc"]),
+])
+def test_lab_broker_jvm_options_default_to_the_client_compiler_and_follow_the_variable(
+        env_value, expected) -> None:
+    """What the broker role receives as broker_java_options, rendered by Ansible itself from the lab inventory."""
+    env = {k: v for k, v in os.environ.items() if k != "LAB_BROKER_JAVA_OPTIONS"}
+    if env_value is not None:
+        env["LAB_BROKER_JAVA_OPTIONS"] = env_value
+    out = subprocess.run(
+        [str(REPO / ".venv/bin/ansible"), "-i", str(REPO / "inventories/lab/hosts.yml"), "dc1-artemis",
+         "-m", "ansible.builtin.debug", "-a", "var=broker_java_options"],
+        cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    assert yaml.safe_load(out.split("=>", 1)[1])["broker_java_options"] == expected, out
