@@ -1,4 +1,4 @@
-"""labctl's port plan agrees with the lab inventory (no processes)."""
+"""labctl's port plan agrees with the lab inventory (no broker started)."""
 
 from __future__ import annotations
 
