@@ -48,8 +48,10 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    # LAB_PORT_SHARE: in make test this layer is a stream of the integration queue, beside another stream's labs
+    share = {"LAB_PORT_SHARE": os.environ["LAB_PORT_SHARE"]} if os.environ.get("LAB_PORT_SHARE") else {}
     plan = labctl.make_plan({"LAB_ROOT": str(tmp_path_factory.mktemp("agent-lab")), "LAB_PORT_BASE": "auto",
-                             "LAB_ARTEMIS_VERSION": "2.44.0"})
+                             "LAB_ARTEMIS_VERSION": "2.44.0", **share})
     try:
         endpoints = labctl.up(plan)
     except BaseException:

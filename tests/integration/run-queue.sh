@@ -10,8 +10,11 @@
 #   bash tests/integration/run-queue.sh                  # the whole layer, both steps
 #   bash tests/integration/run-queue.sh TEST_FILE...     # only these, queued (no step 1)
 #   QUEUE_LIST=1 bash tests/integration/run-queue.sh     # print the streams in queue order, run nothing
+#   ALSO_QUEUE="agent tests/agent" bash tests/integration/run-queue.sh
+#      # more streams at the queue's end, "NAME ARGS..." each, ';' between them: `make test` queues the agent layer
+#      # (one core for ~190 s alone) here instead of after the queue, where it had the machine half idle
 # The fault suites (test_faults.py, test_faults_jolokia.py: every task boundary of every runbook) run as one stream
-# per Artemis version of fault_support.VERSIONS (both modules in it, each with its own lab). The streams queue
+# per Artemis version of fault_support.VERSIONS (both modules in it, on one lab: conftest.fault_lab). The streams queue
 # longest first, by their wall times in the fresh-clone `make test` of 2026-11-28 (benchmarks/README.md "make
 # test"), so the two slots end close together; a module not listed below joins at the end by itself.
 set -uo pipefail
@@ -63,6 +66,12 @@ for group in "${longest_first[@]}"; do
 done
 for m in "${wanted[@]}"; do
   has "$m" "${faults[@]}" "${listed[@]}" || streams+=("integration-${m#test_} tests/integration/$m.py")
+done
+IFS=';' read -r -a also <<< "${ALSO_QUEUE:-}"
+for spec in "${also[@]}"; do
+  read -r -a words <<< "$spec"
+  [ "${#words[@]}" -gt 1 ] || { echo "ALSO_QUEUE: '$spec' is not 'NAME ARGS...'" >&2; exit 2; }
+  streams+=("${words[*]}")
 done
 if [ "${#streams[@]}" -eq 0 ]; then echo "no integration module to run" >&2; exit 2; fi
 # QUEUE_LIST=1: print the streams in queue order, run nothing

@@ -28,7 +28,6 @@ from fault_support import (
     LOAD_RATE,
     SAFETY_CHECKS,
     STATS,
-    VERSIONS,
     breaches,
     converge_status,
     kill_broker,
@@ -66,12 +65,13 @@ ADDRESS = "faults.orders"
 RESULTS: dict = {}  # per lab (version): the kills and restarts, for the ledger test and the printed totals
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
-def lab(request, tmp_path_factory):
+@pytest.fixture(scope="module")
+def lab(fault_lab):
+    """The fault suites' lab of this version (conftest.fault_lab, shared with test_faults_jolokia.py)."""
     RESULTS.clear()
-    RESULTS.update(kills=[], restarts=[], lost_acks=[], version=request.param)
-    with Lab(tmp_path_factory.mktemp(f"faults-lab-{request.param}"), version=request.param).running() as the_lab:
-        yield the_lab
+    RESULTS.update(kills=[], restarts=[], lost_acks=[], version=fault_lab.version)
+    fault_lab.ensure_roles("dc1")
+    return fault_lab
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,12 @@ converges and status.yml reports no safety breach.
 A sampler reads both brokers' client acceptors directly (not through the links) every 50 ms all along: never two
 sites serving. The swapover ledgers must show nothing lost. Printed numbers go to benchmarks/README.md.
 
-FAULTS_LAB_ROOT / FAULTS_LAB_BASE (/ FAULTS_LAB_VERSION, default 2.44.0): use a lab already up there (development;
-it is left running; the other version's cases are skipped).
+The lab is the one test_faults.py ran on before (conftest.fault_lab: one per version for both suites);
+FAULTS_LAB_ROOT / FAULTS_LAB_BASE (/ FAULTS_LAB_VERSION) point both suites at a lab already up (development).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import socket
 import threading
@@ -32,7 +30,6 @@ from fault_support import (
     FAST,
     LOAD_RATE,
     SAFETY_CHECKS,
-    VERSIONS,
     breaches,
     converge_status,
     failure_message,
@@ -55,22 +52,13 @@ RESULTS: dict = {}  # per lab (version): the cases and the ledgers
 
 
 # ---------------------------------------------------------------------- lab, Jolokia links, overlay
-@pytest.fixture(scope="module", params=VERSIONS)
-def lab(request, tmp_path_factory):
+@pytest.fixture(scope="module")
+def lab(fault_lab):
+    """The fault suites' lab of this version (conftest.fault_lab, shared with test_faults.py), dc1 serving."""
     RESULTS.clear()
-    RESULTS.update(jolokia=[], version=request.param)
-    reuse = os.environ.get("FAULTS_LAB_ROOT")
-    if reuse:
-        reused_version = os.environ.get("FAULTS_LAB_VERSION", VERSIONS[0])
-        if request.param != reused_version:
-            pytest.skip(f"FAULTS_LAB_ROOT reuses one lab (Artemis {reused_version})")
-        the_lab = Lab(Path(reuse), base=int(os.environ["FAULTS_LAB_BASE"]), version=request.param)
-        the_lab.endpoints = json.loads((the_lab.root / "endpoints.json").read_text())
-        the_lab.ensure_roles("dc1")
-        yield the_lab
-        return
-    with Lab(tmp_path_factory.mktemp(f"faults-fj-lab-{request.param}"), version=request.param).running() as the_lab:
-        yield the_lab
+    RESULTS.update(jolokia=[], version=fault_lab.version)
+    fault_lab.ensure_roles("dc1")
+    return fault_lab
 
 
 def free_port() -> int:
