@@ -14,28 +14,22 @@ export ANSIBLE_CONFIG="$root/ansible.cfg"
 # '.../default/molecule.yml' glob failed". It is not run below.
 export MOLECULE_GLOB="extensions/molecule/*/molecule.yml"
 
-# A free block of loopback ports per scenario (each scenario uses base+{161,616,617} and +100 for a 2nd site).
+# A free block of loopback ports per scenario (each scenario uses base+{161,616,617} and +100 for a 2nd site): the
+# lab's own allocator (continuity_lab.labctl), below the kernel's ephemeral ports, and within the slot's share when
+# this runs as a stream of the integration queue (LAB_PORT_SHARE, tests/run-side-by-side.sh) beside other labs.
 free_base() {
   "$root/.venv/bin/python" - "$@" <<'PY'
-import random, socket, sys
+import os, sys
+from continuity_lab import labctl
 taken = {int(x) for x in sys.argv[1:]}
-for _ in range(200):
-    base = random.randrange(30000, 60000, 1000)
-    if base in taken:
-        continue
-    ok = True
-    for port in [base + o + p for o in (0, 100) for p in (161, 616, 617)]:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                ok = False
-                break
-    if ok:
+lo, hi = labctl.auto_range(os.environ)
+for _ in range(20):
+    base = labctl.free_port_base(lo, hi)
+    if base not in taken:
         print(base)
         break
 else:
-    sys.exit("no free port block")
+    sys.exit(f"no free port block in {lo}-{hi} besides {sorted(taken)}")
 PY
 }
 

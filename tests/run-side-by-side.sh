@@ -2,7 +2,9 @@
 # Run pytest streams side by side, each a test layer of its own (tests/run-pytest.sh: its own JUnit file
 # build/test-results/<name>.xml) with its own share of the lab port blocks (LAB_PORT_SHARE "i/n",
 # labctl.auto_range) and its own temporary directory, so the labs of one stream never meet another's.
-# Each argument is one stream, "NAME ARGS..." (word-split: test paths and options without spaces).
+# Each argument is one stream, "NAME ARGS..." (word-split: test paths and options without spaces); "NAME: COMMAND..."
+# runs that command instead of a pytest layer (make test queues molecule so), with the same port share and a TMPDIR
+# of its own.
 # SLOTS (default: one per stream) caps how many run at once: the streams queue in the order given and each starts
 # in the slot, and the port share, that an ended one freed (give the longest first: the queue does not reorder).
 # Prints each stream's output as it ends, with its wall time; fails when any failed.
@@ -38,8 +40,14 @@ for spec in "$@"; do
   name=${stream[0]}
   slot=${free[0]}
   free=("${free[@]:1}")
-  LAB_PORT_SHARE="$slot/$slots" bash tests/run-pytest.sh "$name" --basetemp="$logs/tmp-$name" "${stream[@]:1}" \
-    > "$logs/$name.log" 2>&1 &
+  if [[ $name == *: ]]; then
+    name=${name%:}
+    mkdir -p "$logs/tmp-$name"
+    LAB_PORT_SHARE="$slot/$slots" TMPDIR="$logs/tmp-$name" "${stream[@]:1}" > "$logs/$name.log" 2>&1 &
+  else
+    LAB_PORT_SHARE="$slot/$slots" bash tests/run-pytest.sh "$name" --basetemp="$logs/tmp-$name" "${stream[@]:1}" \
+      > "$logs/$name.log" 2>&1 &
+  fi
   slot_of[$!]=$slot
   name_of[$!]=$name
   began[$!]=$SECONDS

@@ -10,9 +10,9 @@
 #   bash tests/integration/run-queue.sh                  # the whole layer, both steps
 #   bash tests/integration/run-queue.sh TEST_FILE...     # only these, queued (no step 1)
 #   QUEUE_LIST=1 bash tests/integration/run-queue.sh     # print the streams in queue order, run nothing
-#   ALSO_QUEUE="agent tests/agent" bash tests/integration/run-queue.sh
-#      # more streams at the queue's end, "NAME ARGS..." each, ';' between them: `make test` queues the agent layer
-#      # (one core for ~190 s alone) here instead of after the queue, where it had the machine half idle
+#   ALSO_QUEUE="agent tests/agent;molecule: bash tests/molecule.sh" bash tests/integration/run-queue.sh
+#      # more streams at the queue's end, ';' between them ("NAME: COMMAND" runs a command, tests/run-side-by-side.sh):
+#      # `make test` queues the agent layer and molecule here (1.00 and 1.31 cores alone, for ~190 and ~160 s)
 # The fault suites (test_faults.py, test_faults_jolokia.py: every task boundary of every runbook) run as one stream
 # per Artemis version of fault_support.VERSIONS (both modules in it, on one lab: conftest.fault_lab). The streams queue
 # longest first, by their wall times in the fresh-clone `make test` of 2026-11-28 (benchmarks/README.md "make
