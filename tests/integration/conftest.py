@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fault_support import VERSIONS
+from fault_support import VERSIONS, runs_on
 from runbook_support import Lab
 
 
@@ -31,3 +31,39 @@ def fault_lab(request, tmp_path_factory):
         return
     with Lab(tmp_path_factory.mktemp(f"faults-lab-{request.param}"), version=request.param).running() as the_lab:
         yield the_lab
+
+
+
+@pytest.fixture(scope="session")
+def site_lab(tmp_path_factory):
+    """One two-site lab (Artemis 2.44.0, lab-up's defaults) for the modules of run-queue.sh's 'site' stream, one after
+    the other: test_runner_lane, test_runbooks_swapover, test_runbooks_failover, test_plugin_lab (which ends in a
+    failover, so it goes last). Each takes it through fault_support.start_state (dc1 active, in sync). One deploy
+    instead of four: ~75 CPU-s each on a CPU-bound queue. A module run by itself gets a lab of its own, as before."""
+    with Lab(tmp_path_factory.mktemp("site-lab")).running(active=None) as the_lab:
+        yield the_lab
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked case_per_version: their parametrized case n (in the order of its parametrize list) runs on
+    VERSIONS[n % 2] only (fault_support.runs_on says why; FAULTS_EVERY_VERSION=1 runs every case on every version).
+    The others are deselected, not skipped: on the other version they run."""
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        if spec is None or item.get_closest_marker("case_per_version") is None:
+            keep.append(item)
+            continue
+        case = case_index(item)
+        (keep if runs_on(spec.params["fault_lab"], case) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def case_index(item) -> int:
+    """The position of an item's case in its parametrize list (pytest's own indices count across versions)."""
+    mark = item.get_closest_marker("parametrize")
+    names = [n.strip() for n in mark.args[0].split(",")] if isinstance(mark.args[0], str) else list(mark.args[0])
+    values = tuple(item.callspec.params[n] for n in names)
+    cases = [tuple(v) if len(names) > 1 else (v,) for v in mark.args[1]]
+    return cases.index(values)

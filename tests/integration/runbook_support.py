@@ -465,15 +465,19 @@ class Traffic:
     """The traffic tool in the background (`python -m continuity_traffic start/stop`), URLs of both sites."""
 
     def __init__(self, lab: Lab, evidence_dir: Path, run_id: str, name: str, address: str, producers: int = 2,
-                 consumers: int = 2, rate: float = 150, extra: list | None = None, urls: list | None = None):
-        """`urls`: the clients' failover list as SITE=URL (default: dc1's then dc2's client acceptor)."""
+                 consumers: int = 2, rate: float = 150, extra: list | None = None, urls: list | None = None,
+                 drain_timeout: float = 20):
+        """`urls`: the clients' failover list as SITE=URL (default: dc1's then dc2's client acceptor).
+        `drain_timeout`: how long the stop lets the consumers empty the queue (they end sooner, 2 s after their
+        last message); what is still on it then counts as lost in the ledgers."""
         self.lab, self.evidence_dir, self.run_id, self.name = lab, Path(evidence_dir), run_id, name
+        self.drain_timeout = drain_timeout
         urls = urls or [f"dc1={lab.amqp_url('dc1')}", f"dc2={lab.amqp_url('dc2')}"]
         self.argv = [*(a for u in urls for a in ("--url", u)),
                      "--user", ADMIN_USER, "--address", address, "-P", str(producers), "-C", str(consumers),
                      "--rate", str(rate), "--evidence-dir", str(self.evidence_dir), "--run-id", run_id,
                      "--name", name, "--display", "log", "--heartbeat", "5", "--connect-timeout", "3",
-                     "--retry-attempts", "20", "--retry-backoff-max", "2", "--drain-timeout", "20",
+                     "--retry-attempts", "20", "--retry-backoff-max", "2", "--drain-timeout", str(drain_timeout),
                      "--drain-idle", "2", *(extra or [])]
         self.info: dict = {}
         self.env = {**os.environ, "CONTINUITY_TRAFFIC_PASSWORD": ADMIN_PASSWORD}
@@ -532,9 +536,10 @@ class Traffic:
             time.sleep(0.5)
         return False
 
-    def stop(self, timeout: float = 90) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         if not self.info:
             return
+        timeout = self.drain_timeout + 70 if timeout is None else timeout
         subprocess.run([str(PY), "-m", "continuity_traffic", "stop", "--pidfile", self.info["pidfile"], "--timeout",
                         str(timeout), "--kill-after-timeout"], capture_output=True, text=True, env=self.env,
                        timeout=timeout + 30, cwd=ROOT)
@@ -575,8 +580,10 @@ def ha_traffic(lab: Lab, evidence_dir, name: str, rate: float) -> tuple[Traffic,
 
     run_id = f"{name}-{uuid.uuid4().hex[:8]}"
     urls = [f"dc1={lab.amqp_url('dc1')}", f"dc1={lab.amqp_url(HA_BACKUP)}", f"dc2={lab.amqp_url('dc2')}"]
+    # a takeover under 1,000 msg/s leaves a backlog: on a slow CI host the consumers were still ~20,000 messages behind
+    # when the producers stopped (2026-11-29), more than 20 s of draining empties; they end 2 s after the queue is empty
     traffic = Traffic(lab, evidence_dir, run_id, name, address=f"{name}.orders", producers=4, consumers=4, rate=rate,
-                      urls=urls)
+                      urls=urls, drain_timeout=180)
     traffic.start(wait=60)
     return traffic, run_id
 

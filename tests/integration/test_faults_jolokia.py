@@ -11,7 +11,9 @@ after the run. The run must complete or stop with a message naming both sites' r
 converges and status.yml reports no safety breach.
 
 A sampler reads both brokers' client acceptors directly (not through the links) every 50 ms all along: never two
-sites serving. The swapover ledgers must show nothing lost. Printed numbers go to benchmarks/README.md.
+sites serving. The swapover ledgers must show nothing lost. Each parametrized case runs on one of the versions in
+turn (case_per_version: conftest deselects it on the other; FAULTS_EVERY_VERSION=1 runs it on both). Printed numbers
+go to benchmarks/README.md.
 
 The lab is the one test_faults.py ran on before (conftest.fault_lab: one per version for both suites);
 FAULTS_LAB_ROOT / FAULTS_LAB_BASE (/ FAULTS_LAB_VERSION) point both suites at a lab already up (development).
@@ -188,6 +190,7 @@ SWAPOVER_CASES = [
 ]
 
 
+@pytest.mark.case_per_version
 @pytest.mark.parametrize("phase,down,trigger", SWAPOVER_CASES, ids=[f"{p}-{d}" for p, d, _ in SWAPOVER_CASES])
 def test_swapover_with_one_sites_jolokia_down(lab, links, load, sampler, phase, down, trigger):
     _traffic, evidence = load
@@ -306,6 +309,7 @@ FAILBACK_JOLOKIA_CASES = [
 ]
 
 
+@pytest.mark.case_per_version
 @pytest.mark.parametrize("task,site,handover", FAILBACK_JOLOKIA_CASES,
                          ids=["mirrors-active", "stale-backlog-returning", "sync-active", "handover-returning"])
 def test_failback_with_one_sites_jolokia_down_at_a_phase(lab, links, sampler, tmp_path, task, site, handover):
