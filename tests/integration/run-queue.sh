@@ -13,22 +13,26 @@
 #   ALSO_QUEUE="agent tests/agent;molecule: bash tests/molecule.sh" bash tests/integration/run-queue.sh
 #      # more streams at the queue's end, ';' between them ("NAME: COMMAND" runs a command, tests/run-side-by-side.sh):
 #      # `make test` queues the agent layer and molecule here (1.00 and 1.31 cores alone, for ~190 and ~160 s)
-# The fault suites (test_faults.py, test_faults_jolokia.py: every task boundary of every runbook) run as one stream
-# per Artemis version of fault_support.VERSIONS (both modules in it, on one lab: conftest.fault_lab). The streams queue
-# longest first, by their wall times in the fresh-clone `make test` of 2026-11-28 (benchmarks/README.md "make
-# test"), so the two slots end close together; a module not listed below joins at the end by itself.
+# The fault suites (test_faults.py, test_faults_jolokia.py: every task boundary of every runbook, each point on one
+# of the versions in turn: fault_support.runs_on) run as one stream per Artemis version of fault_support.VERSIONS, and
+# test_modules_lab (both versions too) after them in it, all on one lab (conftest.fault_lab). Four modules of the
+# default 2.44.0 lab share one too, in the 'site' stream (conftest.site_lab; the order matters: test_plugin_lab ends
+# in a failover). A lab deploy costs ~75 CPU-s and the queue is CPU-bound. The streams queue longest first, by their
+# wall times in the fresh-clone `make test` of 2026-11-28 (benchmarks/README.md "make test"), so the two slots end
+# close together; a module not listed below joins at the end by itself.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
 # step 1, never in the queue (above: why)
 alone=(test_rehearsal test_safety_oldest_version)
-faults=(test_faults test_faults_jolokia)
+faults=(test_faults test_faults_jolokia test_modules_lab)
 # a stream each ("NAME: MODULE..." for one of several), longest first. The modules of the HA labs (three and four
 # brokers) share one stream: beside test_ha_shared_store, test_ha_lab's phantom test, whose traffic runs over
 # deliberately small replication buffers, got 2,465 of 3,000 messages through in 90 s (8 reconnects; 2026-11-28),
 # never seen while the HA modules ran in one stream
-longest_first=("ha: test_ha_lab test_ha_shared_store test_ha_agent" test_modules_lab test_runbooks_swapover
-  test_plugin_lab test_getting_started test_runbooks_failover test_runner_lane test_deploy_lab test_jolokia_tls)
+longest_first=("ha: test_ha_lab test_ha_shared_store test_ha_agent"
+  "site: test_runner_lane test_runbooks_swapover test_runbooks_failover test_plugin_lab"
+  test_getting_started test_deploy_lab test_jolokia_tls)
 
 has() { local x; for x in "${@:2}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
 wanted=()

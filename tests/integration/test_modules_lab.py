@@ -1,10 +1,10 @@
 """The six Jolokia modules against a running two-site lab (dc1 <-> dc2 dual mirror through WAN links).
 
 Each module runs the way an operator runs it: `ansible localhost -m continuity.artemis.<module>` with the
-collection from build/collections. The lab (real Apache Artemis, deployed by the collection) is started with
-lab/lab-up.sh in a private LAB_ROOT on free ports for each version of the matrix (2.44.0, the newest on Maven
-Central, and 2.37.0: before the broker-connection MBean (2.39) and PendingMirrorAcks (2.40), after the SNF
-queue MBean (2.32)) and stopped by lab-down.sh.
+collection from build/collections. The lab (real Apache Artemis, deployed by the collection) is the fault suites'
+lab of each version of the matrix (conftest.fault_lab: 2.44.0, the newest on Maven Central, and 2.37.0: before the
+broker-connection MBean (2.39) and PendingMirrorAcks (2.40), after the SNF queue MBean (2.32)); run-queue.sh runs
+this module in each version's fault stream after the fault suites, and alone it gets labs of its own.
 """
 
 from __future__ import annotations
@@ -17,31 +17,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fault_support import start_state
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTIONS = ROOT / "build" / "collections"
 PY = ROOT / ".venv" / "bin" / "python"
-VERSIONS = ("2.44.0", "2.37.0")
 
 pytestmark = [pytest.mark.slow]
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
-def lab(request, tmp_path_factory):
-    version = request.param
+@pytest.fixture(scope="module")
+def lab(fault_lab):
+    """The lab of this version's fault stream (conftest.fault_lab; run-queue.sh runs this module after the fault
+    suites, on their brokers), as lab-up leaves it (fault_support.start_state)."""
     assert (COLLECTIONS / "ansible_collections" / "continuity" / "artemis").exists(), \
         "collection not linked into build/collections: run make venv"
-    root = tmp_path_factory.mktemp(f"lab-{version}")
-    env = {**os.environ, "LAB_ROOT": str(root), "LAB_PORT_BASE": "auto", "LAB_ARTEMIS_VERSION": version}
-    up = subprocess.run(["bash", str(ROOT / "lab" / "lab-up.sh")], capture_output=True, text=True, env=env,
-                        timeout=900)
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
-        endpoints = json.loads((root / "endpoints.json").read_text())
-        yield {"version": version, "env": env, "endpoints": endpoints}
-    finally:
-        subprocess.run(["bash", str(ROOT / "lab" / "lab-down.sh")], capture_output=True, text=True, env=env,
-                       timeout=120)
+    start_state(fault_lab)
+    return {"version": fault_lab.version, "env": fault_lab.env, "endpoints": fault_lab.endpoints}
 
 
 def conn(site: dict[str, Any]) -> dict[str, Any]:

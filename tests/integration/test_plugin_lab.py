@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_support import start_state
 from runbook_support import ADMIN_PASSWORD, ADMIN_USER, Lab, Traffic
 
 pytestmark = [pytest.mark.slow]
@@ -26,9 +27,9 @@ GUARD_ADDRESS = "continuity.plugin.guard"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with Lab(tmp_path_factory.mktemp("plugin-lab")).running(active=None) as lab:
-        yield lab
+def lab(site_lab):
+    """The lab of the 'site' stream (conftest.site_lab), as lab-up leaves it."""
+    return start_state(site_lab)
 
 
 def plugin_of(lab: Lab, site: str) -> dict:

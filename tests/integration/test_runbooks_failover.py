@@ -15,6 +15,7 @@ import signal
 import time
 
 import pytest
+from fault_support import start_state
 from runbook_support import (
     Lab,
     RoleSampler,
@@ -37,9 +38,9 @@ SAMPLE_INTERVAL = 0.5  # seconds between the at-risk samples of dc1 (the agent's
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with Lab(tmp_path_factory.mktemp("runbook-fo-lab")).running(active=None) as the_lab:
-        yield the_lab
+def lab(site_lab):
+    """The lab of the 'site' stream (conftest.site_lab), as lab-up leaves it."""
+    return start_state(site_lab)
 
 
 def test_kill_dc1_failover_dc2_serves_and_at_risk_covers_the_loss(lab, tmp_path):

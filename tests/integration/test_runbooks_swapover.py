@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from fault_support import start_state, wait_in_sync
 from runbook_support import Lab, Traffic, phases, read_jsonl, received_details, reconcile, validate_run_dir
 
 pytestmark = [pytest.mark.slow]
@@ -22,9 +23,9 @@ SWAP_PHASES = ["preflight", "quiesce", "drain", "activate", "seal", "mirrors_aft
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with Lab(tmp_path_factory.mktemp("runbook-lab")).running(active=None) as the_lab:
-        yield the_lab
+def lab(site_lab):
+    """The lab of the 'site' stream (conftest.site_lab), as lab-up leaves it."""
+    return start_state(site_lab)
 
 
 @pytest.fixture
@@ -35,23 +36,6 @@ def clean(lab):
     lab.ensure_roles("dc1")
     wait_in_sync(lab)
     return lab
-
-
-def wait_in_sync(lab: Lab, timeout: float = 90) -> dict:
-    """Both mirrors connected with no backlog (the swapover's own preflight would refuse otherwise)."""
-    from ansible_collections.continuity.artemis.plugins.module_utils import gates
-    from ansible_collections.continuity.artemis.plugins.module_utils.site_state import SiteCollector
-
-    cols = {s: SiteCollector(lab.client(s, timeout=10), broker_name=s, site=s) for s in ("dc1", "dc2")}
-    deadline = time.monotonic() + timeout
-    ev: dict = {}
-    while time.monotonic() < deadline:
-        ev = gates.evaluate({"connected": True, "max_backlog": 0}, cols["dc1"].collect(), cols["dc2"].collect(),
-                            direction="both")
-        if ev["ok"]:
-            return ev
-        time.sleep(0.5)
-    raise AssertionError(f"mirrors not connected and drained within {timeout} s: {ev.get('failed')}")
 
 
 def swap_groups(recs: list) -> list:

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fault_support import start_state
 from runbook_support import COLLECTIONS, INVENTORY, ROOT, VENV_BIN, Lab
 
 pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with Lab(tmp_path_factory.mktemp("runner-lab")).running(active=None) as the_lab:
-        yield the_lab
+def lab(site_lab):
+    """The lab of the 'site' stream (conftest.site_lab), as lab-up leaves it."""
+    return start_state(site_lab)
 
 
 def runner(lab: Lab, tmp_path: Path, playbook: str, extravars: dict[str, str], ident: str) -> tuple[int, dict, str]:
