@@ -33,7 +33,6 @@ def fault_lab(request, tmp_path_factory):
         yield the_lab
 
 
-
 @pytest.fixture(scope="session")
 def site_lab(tmp_path_factory):
     """One two-site lab (Artemis 2.44.0, lab-up's defaults) for the modules of run-queue.sh's 'site' stream, one after
@@ -42,6 +41,7 @@ def site_lab(tmp_path_factory):
     instead of four: ~75 CPU-s each on a CPU-bound queue. A module run by itself gets a lab of its own, as before."""
     with Lab(tmp_path_factory.mktemp("site-lab")).running(active=None) as the_lab:
         yield the_lab
+
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked case_per_version: their parametrized case n (in the order of its parametrize list) runs on

@@ -1,9 +1,10 @@
 """The rules the fault suites judge by (fault_support), on hand-made records: a rule that explains a copy or a
-duplicate by a broker restart must also refuse the ones a restart does not explain."""
+duplicate by a broker restart must also refuse the ones a restart does not explain; and the share of kill points each
+Artemis version runs leaves none out."""
 
 from __future__ import annotations
 
-from fault_support import restart_duplicates, restart_lost_ack_problems
+from fault_support import VERSIONS, restart_duplicates, restart_lost_ack_problems, share
 
 RESTARTS = [{"site": "dc1", "began": 100.0, "stopped": 103.0}]
 
@@ -40,3 +41,15 @@ def test_a_duplicate_is_explained_only_by_an_ack_on_the_stopping_broker_and_a_la
     explained, other = restart_duplicates([{"msg_id": "m", "site": "dc1", "recv_ts": 50.0, "ack_ts": 50.0}, again],
                                           RESTARTS)
     assert (explained, other) == ([], ["m"])
+
+
+def test_every_kill_point_runs_on_one_version_and_the_fence_points_on_each():
+    points = [{"task": t, "occurrence": 1} for t in ("Fence the lost site", "Read a", "Write b", "Write c", "Write d",
+                                                     "Persist the fence of the old site", "Write e")]
+    always = ("Fence the lost site", "Persist the fence")
+    shares = {v: share(points, v, always) for v in VERSIONS}
+    for p in points:
+        on = [v for v in VERSIONS if p in shares[v]]
+        assert on == (list(VERSIONS) if p["task"].startswith(always) else on[:1]) and on, (p, on)
+    # the others alternate: each version gets half of them, in the suite's order
+    assert [len(shares[v]) - 2 for v in VERSIONS] == [3, 2], shares

@@ -256,7 +256,6 @@ def test_the_ledgers_show_nothing_lost_and_nothing_delivered_twice_but_by_a_brok
           f"delivered twice: {len(by_restart)} explained by the {len(RESULTS['restarts'])} broker restarts, "
           f"{len(unexplained)} not; copies a restarted broker kept after their acknowledgement on its peer "
           f"(removed): {len(RESULTS['lost_acks'])} found by a drain gate, {len(lost_acks)} after the traffic")
-    _total, _folded, _distinct, here = RESULTS["swapover_boundaries"]
     assert len(RESULTS["kills"]) == here + 2 and here >= 3, RESULTS["kills"]  # its share and the two in the switch
     assert summary["lost"] == 0, summary
     assert not unexplained, (unexplained[:10], received_details(traffic.run_dir, "ft", unexplained, limit=10))
