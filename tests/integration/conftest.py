@@ -43,6 +43,15 @@ def site_lab(tmp_path_factory):
         yield the_lab
 
 
+@pytest.fixture(scope="session")
+def ha_lab(tmp_path_factory):
+    """One HA lab (LAB_TOPOLOGY=ha: dc1 a replicated primary/backup pair, dc2 one broker) for test_ha_lab and then
+    test_ha_agent in run-queue.sh's 'ha' stream; test_ha_agent takes it through fault_support.ha_start_state (the pair
+    restarted as deployed when test_ha_lab left it otherwise). Three brokers' deploy fewer: ~135 s of a slot."""
+    with Lab(tmp_path_factory.mktemp("ha-lab"), topology="ha").running(active=None) as the_lab:
+        yield the_lab
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked case_per_version: their parametrized case n (in the order of its parametrize list) runs on
     VERSIONS[n % 2] only (fault_support.runs_on says why; FAULTS_EVERY_VERSION=1 runs every case on every version).

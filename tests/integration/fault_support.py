@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from runbook_support import ROOT, SITES, VENV_BIN, Lab, msg_id_of, secrets_in
+from runbook_support import HA_BACKUP, ROOT, SITES, VENV_BIN, Lab, connected, msg_id_of, read, secrets_in, until
 
 CALLBACKS = Path(__file__).resolve().parent / "faults"
 
@@ -354,6 +354,44 @@ def stop_broker(lab: Lab, site: str) -> bool:
     _stop_service(lab, site)
     _wait_gone(pid, site, "artemis-service stop")
     return True
+
+
+def restart_pair(lab: Lab) -> None:
+    """Stop the backup and the primary, start the primary, then the backup; wait until dc1 serves from its primary
+    with the backup in sync and both mirrors connected. A broker already dead (a kill before) is only started."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import objectname
+
+    primary, backup = objectname.broker("dc1"), objectname.broker(HA_BACKUP)
+    # a stop that outlasts artemis-service's 5 s is waited for: a start beside a stopping broker says "Already running"
+    stop_broker(lab, HA_BACKUP)
+    stop_broker(lab, "dc1")
+    start_service(lab, "dc1")
+    assert until(lambda: read(lab, "dc1", primary, "Active") is True, 180, 0.5) is not None, "primary not live"
+    start_service(lab, HA_BACKUP)
+    assert until(lambda: read(lab, HA_BACKUP, backup, "ReplicaSync") is True, 180, 0.5) is not None, \
+        "backup not in sync"
+    assert until(lambda: connected(lab, "dc1", "DC2") is True and connected(lab, "dc2", "DC1") is True, 180,
+                 0.5) is not None, "mirrors not connected"
+    assert until(lambda: read(lab, "dc1", objectname.acceptor("dc1", "artemis"), "Started") is True, 60,
+                 0.5) is not None, "dc1's client acceptor not started"
+
+
+def ha_start_state(lab: Lab) -> Lab:
+    """An HA lab (LAB_TOPOLOGY=ha) that modules share (conftest.ha_lab) as its deploy leaves it: dc1 serving from its
+    primary, the backup in sync, both mirrors connected. Restarts the pair (restart_pair) unless it already is."""
+    from ansible_collections.continuity.artemis.plugins.module_utils import objectname
+
+    def as_deployed() -> bool:
+        return (read(lab, "dc1", objectname.broker("dc1"), "Active") is True
+                and read(lab, HA_BACKUP, objectname.broker(HA_BACKUP), "ReplicaSync") is True
+                and read(lab, "dc1", objectname.acceptor("dc1", "artemis"), "Started") is True
+                and connected(lab, "dc1", "DC2") is True and connected(lab, "dc2", "DC1") is True)
+
+    if until(as_deployed, 10, 0.5) is None:
+        restart_pair(lab)
+    lab.wan_all("restore")
+    lab.wan_all("latency", 0)
+    return lab
 
 
 def restart_broker(lab: Lab, site: str) -> dict:

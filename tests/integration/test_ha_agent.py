@@ -15,6 +15,7 @@ import time
 import urllib.request
 
 import pytest
+from fault_support import ha_start_state
 from prometheus_client.parser import text_string_to_metric_families
 from runbook_support import ADMIN_PASSWORD, ADMIN_USER, CLIENT_ACCEPTOR, Lab, until
 
@@ -22,9 +23,9 @@ BACKUP = "dc1-backup"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with Lab(tmp_path_factory.mktemp("ha-agent-lab"), topology="ha").running(active=None) as lab:
-        yield lab
+def lab(ha_lab):
+    """The HA lab (conftest.ha_lab, after test_ha_lab in run-queue.sh's 'ha' stream) as its deploy leaves it."""
+    return ha_start_state(ha_lab)
 
 
 def free_port() -> int:

@@ -23,7 +23,7 @@ import subprocess
 import time
 
 import pytest
-from fault_support import start_service, stop_broker
+from fault_support import restart_pair, start_service
 from runbook_support import (
     HA_BACKUP,
     Lab,
@@ -49,9 +49,9 @@ BACKUP = HA_BACKUP
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with Lab(tmp_path_factory.mktemp("ha-lab"), topology="ha").running(active=None) as lab:
-        yield lab
+def lab(ha_lab):
+    """The HA lab (conftest.ha_lab: test_ha_agent runs on it after this module)."""
+    return ha_lab
 
 
 def test_the_pair_is_deployed_replicating_and_the_backup_stands_by(lab):
@@ -251,23 +251,6 @@ def test_failback_brings_the_whole_pair_back_passive_then_hands_the_site_back(la
     assert read(lab, "dc2", objectname.acceptor("dc2", "artemis"), "Started") is False
     assert (persisted(lab, "dc1"), persisted(lab, BACKUP), persisted(lab, "dc2")) == ("active", "active", "passive")
     print(f"\nfailback onto the HA site dc1 (both brokers started by the runbook) with handover: {run.wall:.1f} s")
-
-
-def restart_pair(lab: Lab) -> None:
-    """Stop the backup and the primary, start the primary, then the backup; wait until dc1 serves from its primary
-    with the backup in sync and both mirrors connected. A broker already dead (a kill before) is only started."""
-    primary, backup = objectname.broker("dc1"), objectname.broker(BACKUP)
-    # a stop that outlasts artemis-service's 5 s is waited for: a start beside a stopping broker says "Already running"
-    stop_broker(lab, BACKUP)
-    stop_broker(lab, "dc1")
-    start_service(lab, "dc1")
-    assert until(lambda: read(lab, "dc1", primary, "Active") is True, 180, 0.5) is not None, "primary not live"
-    start_service(lab, BACKUP)
-    assert until(lambda: read(lab, BACKUP, backup, "ReplicaSync") is True, 180, 0.5) is not None, "backup not in sync"
-    assert until(lambda: connected(lab, "dc1", "DC2") is True and connected(lab, "dc2", "DC1") is True, 180,
-                 0.5) is not None, "mirrors not connected"
-    assert until(lambda: read(lab, "dc1", objectname.acceptor("dc1", "artemis"), "Started") is True, 60,
-                 0.5) is not None, "dc1's client acceptor not started"
 
 
 def test_a_lagging_replication_stream_leaves_phantoms_on_dc2_that_the_swapover_finds_and_removes(lab, tmp_path):
