@@ -330,19 +330,23 @@ def wait_in_sync(lab: Lab, timeout: float = 90) -> dict:
     raise AssertionError(f"mirrors not connected and drained within {timeout} s: {ev.get('failed')}")
 
 
-def start_state(lab: Lab) -> Lab:
-    """A lab that test modules share (conftest.site_lab, fault_lab) put back as lab-up leaves it, for the next
-    module: both brokers running, the WAN links open without latency, dc1 active and dc2 passive, the mirrors
-    connected and drained. (A module that ends in a failover goes last in its stream: a broker found down is only
-    started again here, without a failback.)"""
+def dc1_active_in_sync(lab: Lab) -> Lab:
+    """The WAN links open without latency, dc1 active and dc2 passive, the mirrors connected and drained."""
     lab.wan_all("restore")
     lab.wan_all("latency", 0)
-    for site in SITES:
-        if lab.acceptor_started(site) is None and not _alive(lab, site):
-            start_broker(lab, site)
     lab.ensure_roles("dc1")
     wait_in_sync(lab)
     return lab
+
+
+def start_state(lab: Lab) -> Lab:
+    """A lab that test modules share (conftest.site_lab, fault_lab) put back as lab-up leaves it, for the next
+    module: both brokers running, then dc1_active_in_sync. (A module that ends in a failover goes last in its
+    stream: a broker found down is only started again here, without a failback.)"""
+    for site in SITES:
+        if lab.acceptor_started(site) is None and not _alive(lab, site):
+            start_broker(lab, site)
+    return dc1_active_in_sync(lab)
 
 
 def stop_broker(lab: Lab, site: str) -> bool:

@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from fault_support import start_state, wait_in_sync
+from fault_support import dc1_active_in_sync, start_state, wait_in_sync
 from runbook_support import Lab, Traffic, phases, read_jsonl, received_details, reconcile, validate_run_dir
 
 pytestmark = [pytest.mark.slow]
@@ -31,11 +31,7 @@ def lab(site_lab):
 @pytest.fixture
 def clean(lab):
     """dc1 active, dc2 passive, WAN without latency, mirrors in sync: the state every test starts from."""
-    lab.wan_all("restore")
-    lab.wan_all("latency", 0)
-    lab.ensure_roles("dc1")
-    wait_in_sync(lab)
-    return lab
+    return dc1_active_in_sync(lab)
 
 
 def swap_groups(recs: list) -> list:
