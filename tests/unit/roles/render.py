@@ -4,6 +4,7 @@ the way the template module does (trim_blocks, keep_trailing_newline), without a
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 
 import jinja2
@@ -27,6 +28,9 @@ def schema_versions() -> list[str]:
     return schemas.versions()
 
 
+# One environment per role and kind, for the whole process: Jinja caches each template it compiled in its
+# environment, and compiling (not rendering) was most of these tests' time (cProfile, 2026-11-29)
+@functools.cache
 def environment(role: str, native: bool = False) -> jinja2.Environment:
     cls = jinja2.nativetypes.NativeEnvironment if native else jinja2.Environment
     env = cls(
@@ -47,13 +51,24 @@ def environment(role: str, native: bool = False) -> jinja2.Environment:
 
 
 def role_defaults(role: str) -> dict:
-    return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    return copy.deepcopy(_load_yaml(ROLES / role / "defaults" / "main.yml"))
+
+
+@functools.cache
+def _load_yaml(path: Path) -> dict:
+    """A role's YAML, parsed once per process (callers get a copy)."""
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(env: jinja2.Environment, source: str) -> jinja2.Template:
+    return env.from_string(source)
 
 
 def _resolve(value, env, ctx):
     if isinstance(value, str) and "{{" in value:
         try:
-            return env.from_string(value).render(**ctx)
+            return _template(env, value).render(**ctx)
         except (jinja2.UndefinedError, TypeError):
             # needs a fact this test does not set (broker__home), or a value not resolved in this pass yet (a
             # template string where a list belongs): left as is for the next pass
@@ -66,8 +81,7 @@ def _resolve(value, env, ctx):
 
 
 def role_vars(role: str) -> dict:
-    path = ROLES / role / "vars" / "main.yml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    return copy.deepcopy(_load_yaml(ROLES / role / "vars" / "main.yml"))
 
 
 def context(role: str, overrides: dict, facts: dict | None = None) -> dict:
@@ -75,9 +89,9 @@ def context(role: str, overrides: dict, facts: dict | None = None) -> dict:
     (native types, so a templated list stays a list)."""
     env = environment(role, native=True)
     ctx = {"inventory_hostname": "dc1", "playbook_dir": str(ROOT / "playbooks")}
-    ctx.update(copy.deepcopy(role_defaults(role)))
+    ctx.update(role_defaults(role))
     ctx.update(copy.deepcopy(overrides))
-    ctx.update(copy.deepcopy(role_vars(role)))
+    ctx.update(role_vars(role))
     ctx.update(facts or {})
     for _ in range(4):  # values reference each other (broker_instance_dir -> broker_name): in order, in place,
         for k in list(ctx):  # so a value sees the ones defined before it already resolved, as lazy templating would
