@@ -6,7 +6,7 @@ import pytest
 
 from continuity_traffic import cli, display
 from continuity_traffic.config import ConfigError, TrafficConfig, validate
-from continuity_traffic.engine import Pacer, message_id, resend_delay
+from continuity_traffic.engine import TICK_MAX, TICK_MIN, Pacer, message_id, next_tick, resend_delay
 
 
 def test_pacer_holds_the_rate():
@@ -29,6 +29,23 @@ def test_pacer_does_not_burst_after_a_stall():
 
 def test_unlimited_rate():
     assert Pacer(0, start=0).allowance(0.0) > 10**6
+    assert Pacer(0, start=0).due_in(5.0) == 0.0
+
+
+def test_pacer_says_when_the_next_message_is_due():
+    p = Pacer(25.0, start=0.0)  # one message every 40 ms
+    assert p.due_in(0.0) == pytest.approx(0.04)
+    assert p.due_in(0.03) == pytest.approx(0.01)
+    assert p.allowance(0.04) == 1 and p.due_in(0.05) == 0.0  # due and not yet taken: now
+    p.took(1)
+    assert p.due_in(0.05) == pytest.approx(0.03)
+
+
+def test_the_timer_wakes_when_work_is_due_within_its_bounds():
+    assert next_tick([None, 0.02, 0.04]) == pytest.approx(0.02)  # the earliest due client
+    assert next_tick([0.0, None]) == TICK_MIN  # due now, or overdue: not a busy loop
+    assert next_tick([None, None]) == TICK_MAX == next_tick([])  # nothing due: a stop request is still seen soon
+    assert next_tick([3.0]) == TICK_MAX
 
 
 def test_resend_delay():
