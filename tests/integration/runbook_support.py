@@ -9,10 +9,12 @@ endpoint, the instance files), the runbooks through ansible-playbook, the traffi
 from __future__ import annotations
 
 import contextlib
+import datetime
 import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -673,6 +675,30 @@ def phantom_problems(messages: list, sent: dict, received: dict, pair_node_id: s
         if why:
             problems.append(f"{user_id or m.get('messageID')}: {'; '.join(why)}")
     return problems
+
+
+def _log_code(line: str) -> str:
+    """An Artemis log entry's message code (AMQ...), else its logger."""
+    found = re.search(r"AMQ\d+", line) or re.search(r"\[[\w.$]+\]", line)
+    return found.group(0) if found else "?"
+
+
+def log_digest(lab: Lab, brokers: tuple, since: float, lines: int = 8) -> str:
+    """For a failure message: each broker's WARN/ERROR log entries since ``since`` (epoch s), counted by message code,
+    and the first few. The lab's directory goes with the stream's, so a CI failure keeps only what its message says."""
+    start = datetime.datetime.fromtimestamp(since).strftime("%Y-%m-%d %H:%M:%S")
+    out = []
+    for broker in brokers:
+        log = lab.instance(broker) / "log" / "artemis.log"
+        if not log.exists():
+            out.append(f"{broker}: no {log}")
+            continue
+        found = [line for line in log.read_text(errors="replace").splitlines()
+                 if line[:19] >= start and (" WARN " in line or " ERROR " in line)]
+        codes = Counter(_log_code(line) for line in found)
+        out.append(f"{broker}: {len(found)} WARN/ERROR since the kill {dict(codes.most_common(8))}; first: "
+                   + " | ".join(line[:220] for line in found[:lines]))
+    return "\n".join(out)
 
 
 def kinds_of_extra(messages: list, sent: dict) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from runbook_support import (
     ha_traffic,
     kinds_of_extra,
     ledger_by_msg_id,
+    log_digest,
     msg_id_of,
     phantom_problems,
     phases,
@@ -306,7 +307,8 @@ def test_a_lagging_replication_stream_leaves_phantoms_on_dc2_that_the_swapover_f
             sent, received = ledger_by_msg_id(traffic.run_dir, name)
             problems = phantom_problems(extra, sent, received, read(lab, BACKUP, backup, "NodeID"), killed_at)
             phantoms, lost_acks = kinds_of_extra(extra, sent)
-            assert not problems, f"{len(problems)} of dc2's {len(extra)} extras are not phantoms: {problems[:20]}"
+            assert not problems, (f"{len(problems)} of dc2's {len(extra)} extras are not phantoms: {problems[:20]}\n"
+                                  + log_digest(lab, ("dc2", BACKUP), killed_at))
             attempts.append({"phantoms": phantoms, "lost_acks": lost_acks, "ledgers": summary})
             if phantoms:
                 break
