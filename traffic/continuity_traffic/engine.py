@@ -320,7 +320,7 @@ class Consumer(amqp.ManagedClient):
         return bool(self.held or self.waiting or self.txn_committing)
 
     def tick(self, now_m: float) -> None:
-        if self.held and now_m - self.batch_started >= self.cfg.batch_timeout:
+        if self.due_in(now_m) == 0.0:
             self.flush_acks()
 
     def due_in(self, now_m: float) -> float | None:
