@@ -118,10 +118,23 @@ def as_int(value):
     return None
 
 
+def _mirror_window_errors(params, default_params):
+    """The mirror acceptor's amqpCredits is both the peer mirror's credit and the target's duplicate-ID window
+    (broker_mirror_id_cache_size): a window at or below amqpLowCredits would top the credit up on every message."""
+    given = params.get("amqpCredits", default_params.get("amqpCredits", 1000))  # Artemis's defaults: 1000 / 300
+    credits = as_int(given)
+    low = as_int(params.get("amqpLowCredits", default_params.get("amqpLowCredits", 300)))
+    if credits is None or low is None or credits <= max(low, 0):
+        return ["broker_mirror_id_cache_size (or broker_mirror_acceptor.params.amqpCredits): %r must be a whole "
+                "number above the mirror acceptor's amqpLowCredits (%s)" % (given, low)]
+    return []
+
+
 def semantic_errors(config, version):
-    """config keys (all optional): name, acceptors, mirror_acceptor, http_port, connections, users,
-    extra_users, admin_user, admin_role, security_settings, extra_security_settings, addresses, ha_policy,
-    plugins, continuity_plugin, mirror_tuning, management_roles. Passwords are not needed (and should not be passed)."""
+    """config keys (all optional): name, acceptors, mirror_acceptor, acceptor_default_params, http_port,
+    connections, users, extra_users, admin_user, admin_role, security_settings, extra_security_settings, addresses,
+    ha_policy, plugins, continuity_plugin, mirror_tuning, management_roles. Passwords are not needed (and should not
+    be passed)."""
     errors = []
     try:
         parse_version(version)
@@ -136,6 +149,8 @@ def semantic_errors(config, version):
     mirror_acceptor = config.get("mirror_acceptor") or {}
     if mirror_acceptor.get("enabled", False):
         acceptors.append(("broker_mirror_acceptor", mirror_acceptor))
+        errors += _mirror_window_errors(mirror_acceptor.get("params") or {},
+                                        config.get("acceptor_default_params") or {})
     if not acceptors:
         errors.append("broker_acceptors: at least one acceptor is needed (none is defined and "
                       "broker_mirror_acceptor.enabled is false)")

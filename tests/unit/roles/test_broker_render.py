@@ -414,3 +414,17 @@ def test_adding_the_network_check_restarts_the_broker():
     after = render("broker", "broker.xml.j2", {**base, "broker_network_check": {"list": ["10.0.0.1"]}}, facts)
     assert broker_xml.restart_reasons(before, after, "2.44.0") == [
         "<network-check-list> changed (not applied by a configuration reload)"]
+
+
+def test_the_mirror_acceptor_carries_the_duplicate_id_window_as_its_amqp_credits():
+    """Artemis's mirror target sizes its per-source duplicate-ID cache by the amqpCredits of the acceptor the mirror
+    came in on (docs/ha.md "Copies the mirror routed twice"): only the mirror acceptor gets the window."""
+    def uris(over):
+        xml = render("broker", "broker.xml.j2", {"broker_admin_password": "x", **over}, {"broker__version": "2.44.0"})
+        return {a.get("name"): a.text for a in _doc(xml).findall(".//c:acceptor", NS)}
+
+    default = uris({})
+    assert ";amqpCredits=20000;" in default["mirror"] and ";amqpCredits=1000;" in default["artemis"], default
+    assert ";amqpCredits=50000;" in uris({"broker_mirror_id_cache_size": 50000})["mirror"]
+    own = {"broker_mirror_acceptor": {"port": 61617, "params": {"amqpCredits": 7000}}}
+    assert ";amqpCredits=7000;" in uris(own)["mirror"]  # the acceptor's own params win

@@ -280,3 +280,22 @@ def test_continuity_plugin_good_and_disabled_configs_pass_and_a_second_copy_is_r
     errors = _plugin_errors({"jar_file": "/a.jar"}, [{"class_name": broker_xml.CONTINUITY_PLUGIN_CLASS}])
     assert errors == ["broker_plugins[0].class_name: io.continuity.artemis.plugin.ContinuityPlugin is configured by "
                       "broker_continuity_plugin; remove it from broker_plugins"]
+
+
+@pytest.mark.parametrize(("params", "defaults", "error"), [
+    ({"amqpCredits": 20000}, {"amqpLowCredits": 300}, None),
+    ({}, {}, None),  # Artemis's own 1000 / 300
+    ({"amqpCredits": 300}, {"amqpLowCredits": 300}, "300 must be a whole number above the mirror acceptor's "
+                                                     "amqpLowCredits (300)"),
+    ({"amqpCredits": "lots"}, {}, "'lots' must be a whole number"),
+    ({"amqpCredits": 5000, "amqpLowCredits": 6000}, {"amqpLowCredits": 300}, "amqpLowCredits (6000)"),
+])
+def test_the_mirror_acceptors_duplicate_id_window_must_exceed_its_low_credit_mark(params, defaults, error):
+    config = _base(mirror_acceptor={"enabled": True, "name": "mirror", "port": 61617, "params": params},
+                   acceptor_default_params=defaults)
+    errors = broker_xml.semantic_errors(config, "2.44.0")
+    if error is None:
+        assert errors == []
+    else:
+        assert len(errors) == 1 and errors[0].startswith("broker_mirror_id_cache_size (or broker_mirror_acceptor"
+                                                         ".params.amqpCredits): ") and error in errors[0], errors
