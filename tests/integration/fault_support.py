@@ -333,8 +333,7 @@ def wait_in_sync(lab: Lab, timeout: float = 90) -> dict:
 
 def dc1_active_in_sync(lab: Lab) -> Lab:
     """The WAN links open without latency, dc1 active and dc2 passive, the mirrors connected and drained."""
-    lab.wan_all("restore")
-    lab.wan_all("latency", 0)
+    lab.wan_open()
     lab.ensure_roles("dc1")
     wait_in_sync(lab)
     return lab
@@ -395,8 +394,7 @@ def ha_start_state(lab: Lab) -> Lab:
                 and read(lab, "dc1", objectname.acceptor("dc1", "artemis"), "Started") is True
                 and connected(lab, "dc1", "DC2") is True and connected(lab, "dc2", "DC1") is True)
 
-    lab.wan_all("restore")
-    lab.wan_all("latency", 0)
+    lab.wan_open()
     if until(as_deployed, 10, 0.5) is None:
         restart_pair(lab)
     wait_in_sync(lab, timeout=180)

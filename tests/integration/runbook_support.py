@@ -324,6 +324,11 @@ class Lab:
         if errors:
             raise RuntimeError(f"wan {action}: {errors}")
 
+    def wan_open(self) -> None:
+        """Both links open and without added latency, as lab-up leaves them."""
+        self.wan_all("restore")
+        self.wan_all("latency", 0)
+
     # ------------------------------------------------------------------ playbooks and modules
     def playbook(self, name: str, extra: dict | None = None, check: bool = False, timeout: float = 600,
                  evidence_dir: Path | None = None, run_id: str | None = None,
