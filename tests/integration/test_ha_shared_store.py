@@ -63,6 +63,7 @@ from runbook_support import (
     read,
     reconcile,
     remove_messages,
+    routed_twice,
     snf_backlog,
     until,
 )
@@ -275,6 +276,9 @@ def test_kill_of_the_primary_under_load_the_backup_takes_the_store_and_nothing_i
           f"confirmed by dc2 {drained:.2f}; the queue at 0 {empty:.1f} s after the traffic stopped; ledgers {summary}")
     assert summary["lost"] == 0, summary
     assert summary["accepted_msgs"] > 6000, summary
+    # the backup resent what the store-and-forward queue held at the kill: dc2's duplicate-ID window caught every
+    # message dc2 already had (docs/ha.md "Copies the mirror routed twice")
+    assert not (twice := routed_twice(lab, "dc2", killed_at)), f"{len(twice)} routed twice on dc2: {twice[:3]}"
     # dc2's copy of the queue equals the pair's once quiet. A shared store has no phantom window (the backup loads the
     # journal the mirror read from); an acknowledgement the primary applied but never mirrored can remain (docs/ha.md)
     equal = until(lambda: (c := queue_count(lab, "dc2", q)) is not None and c == queue_count(lab, BACKUP, q), 60, 0.2)
