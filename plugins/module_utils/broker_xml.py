@@ -121,12 +121,18 @@ def as_int(value):
 def _mirror_window_errors(params, default_params):
     """The mirror acceptor's amqpCredits is both the peer mirror's credit and the target's duplicate-ID window
     (broker_mirror_id_cache_size): a window at or below amqpLowCredits would top the credit up on every message."""
-    given = params.get("amqpCredits", default_params.get("amqpCredits", 1000))  # Artemis's defaults: 1000 / 300
-    credits = as_int(given)
-    low = as_int(params.get("amqpLowCredits", default_params.get("amqpLowCredits", 300)))
-    if credits is None or low is None or credits <= max(low, 0):
+    # merged as the template merges the acceptor's URI parameters, over Artemis's own defaults
+    merged = {"amqpCredits": 1000, "amqpLowCredits": 300}
+    merged.update(default_params)
+    merged.update(params)
+    low = as_int(merged["amqpLowCredits"])
+    if low is None:
+        return ["broker_mirror_acceptor.params.amqpLowCredits (or broker_acceptor_default_params.amqpLowCredits): "
+                "%r is not a whole number" % (merged["amqpLowCredits"],)]
+    credits = as_int(merged["amqpCredits"])
+    if credits is None or credits <= max(low, 0):
         return ["broker_mirror_id_cache_size (or broker_mirror_acceptor.params.amqpCredits): %r must be a whole "
-                "number above the mirror acceptor's amqpLowCredits (%s)" % (given, low)]
+                "number above the mirror acceptor's amqpLowCredits (%s)" % (merged["amqpCredits"], low)]
     return []
 
 

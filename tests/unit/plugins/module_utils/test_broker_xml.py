@@ -299,3 +299,11 @@ def test_the_mirror_acceptors_duplicate_id_window_must_exceed_its_low_credit_mar
     else:
         assert len(errors) == 1 and errors[0].startswith("broker_mirror_id_cache_size (or broker_mirror_acceptor"
                                                          ".params.amqpCredits): ") and error in errors[0], errors
+
+
+def test_a_low_credit_mark_that_is_no_number_is_named_as_such():
+    config = _base(mirror_acceptor={"enabled": True, "name": "mirror", "port": 61617, "params": {}},
+                   acceptor_default_params={"amqpCredits": 1000, "amqpLowCredits": "few"})
+    assert broker_xml.semantic_errors(config, "2.44.0") == [
+        "broker_mirror_acceptor.params.amqpLowCredits (or broker_acceptor_default_params.amqpLowCredits): 'few' is "
+        "not a whole number"]
