@@ -317,7 +317,7 @@ def problem_expr() -> Column:
 
 # --- reading -------------------------------------------------------------------------------------------------
 
-_explain_udf = F.udf(validate.explain, T.StringType())
+_explain_udf = F.udf(validate.explain, T.StringType(), useArrow=False)
 
 
 def _parse_jsonl(spark: SparkSession, files: list[str]) -> DataFrame:

@@ -13,8 +13,11 @@ from continuity_pipeline import class_archive
 
 SHORT_LIVED_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 # The driver is a batch process: the throughput collector gives the tasks more of the 2 cores than G1 with its
-# concurrent threads (10 M events: ~0.5 s of ~14, benchmarks/README.md).
-LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+# concurrent threads (10 M events: ~0.5 s of ~14). A cold JVM's optimizing compiler competes with the tasks for
+# those cores, and most of what it compiles runs hot only briefly (planning, code generation): inlining smaller
+# hot callees (100 bytecodes, not 325) leaves it less to compile (10 M events on PySpark 4.3: 13.5-14.4 s instead
+# of 15.1-16.0; benchmarks/README.md).
+LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:FreqInlineSize=100"
 
 
 def under_spark_submit() -> bool:
